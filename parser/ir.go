@@ -1,0 +1,161 @@
+// Package parser turns MySQL SQL text into dpproxy's query IR, refusing
+// (with a precise MySQL error) anything that would expose rows.
+//
+// The IR is deliberately small: a statement names one protected table, a
+// select list of group columns and aggregates, a structured predicate, group
+// columns, ordering and a limit. It carries no matrices; compile/ turns it
+// into workload rows over the declared domain.
+package parser
+
+// StatementKind says what the proxy must do with a statement.
+type StatementKind int
+
+const (
+	// KindPassthrough is not about a protected table (SHOW, SET, SELECT
+	// @@var, information_schema ...): the MySQL front answers it from the
+	// schema-only catalog database.
+	KindPassthrough StatementKind = iota
+	// KindAggregate is a DP aggregate query (COUNT/SUM/AVG, GROUP BY, top-k).
+	KindAggregate
+	// KindDomainList is `SELECT c[, d] FROM t GROUP BY c[, d]` with no
+	// aggregate: the declared domain values, answered at no cost.
+	KindDomainList
+	// KindEmpty can return no row by construction (LIMIT 0, WHERE 1 <> 1):
+	// the empty result with the right columns, at no cost.
+	KindEmpty
+	// KindExplain is EXPLAIN over a DP query: plan only, nothing spent.
+	KindExplain
+)
+
+// Statement is one parsed SQL statement.
+type Statement struct {
+	Kind  StatementKind
+	Text  string // the statement's own text, as sent (comments stripped)
+	Query *Query // nil for KindPassthrough
+}
+
+// AggFunc is an aggregate in the select list.
+type AggFunc int
+
+const (
+	AggNone     AggFunc = iota // a plain group column
+	AggCount                   // COUNT(*)
+	AggCountCol                // COUNT(c): non-NULL values of c
+	AggSum                     // SUM(c)
+	AggAvg                     // AVG(c)
+)
+
+// ErrorBar wraps an aggregate to ask for its error instead of its value.
+type ErrorBar int
+
+const (
+	BarNone   ErrorBar = iota
+	BarStderr          // DP_STDERR(agg)
+	BarCILow           // DP_CI_LOW(agg): 95% interval, lower end
+	BarCIHigh          // DP_CI_HIGH(agg)
+)
+
+// SelectItem is one output column.
+type SelectItem struct {
+	Agg    AggFunc
+	Column string   // the column for AggNone, AggCountCol, AggSum, AggAvg (lower-case, unqualified)
+	Bar    ErrorBar // error bar requested around Agg
+	Alias  string   // output name: the alias, else the expression as written (MySQL style)
+}
+
+// Query is a DP query over one protected table.
+type Query struct {
+	Schema  string // database qualifier as written, "" if none
+	Table   string // table name, lower-case
+	Select  []SelectItem
+	Where   Pred     // nil means TRUE
+	GroupBy []string // column names, lower-case; GROUP BY 1 resolved to the select item's column
+	Having  Pred     // over aggregates; nil if absent (post-processing)
+	OrderBy []OrderItem
+	Limit   *int64
+}
+
+// OrderItem orders the output rows. Exactly one of Column / SelectIndex is meaningful:
+// SelectIndex >= 0 refers to a select item (an alias, a position, or an aggregate that appears in the select list);
+// Agg != AggNone with SelectIndex < 0 is an aggregate that is not selected (ORDER BY COUNT(*) DESC for top-k).
+type OrderItem struct {
+	SelectIndex int
+	Agg         AggFunc
+	Column      string
+	Desc        bool
+}
+
+// Pred is a structured predicate over domain columns.
+type Pred interface{ isPred() }
+
+// And, Or are n-ary; Not negates.
+type (
+	And struct{ Terms []Pred }
+	Or  struct{ Terms []Pred }
+	Not struct{ Term Pred }
+	// Const is a predicate that does not depend on the row (WHERE 1 <> 1, WHERE TRUE).
+	Const struct{ Value bool }
+	// Compare is `column op literal` with op one of = <> < <= > >= (normalised so the column is on the left).
+	Compare struct {
+		Column string
+		Op     CompareOp
+		Value  Literal
+	}
+	// In is `column [NOT] IN (literals)`.
+	In struct {
+		Column  string
+		Values  []Literal
+		Negated bool
+	}
+	// Between is `column [NOT] BETWEEN lo AND hi` (inclusive).
+	Between struct {
+		Column  string
+		Lo, Hi  Literal
+		Negated bool
+	}
+	// IsNull is `column IS [NOT] NULL`.
+	IsNull struct {
+		Column  string
+		Negated bool
+	}
+	// AggCompare is `aggregate op number` in HAVING (post-processing on noisy values).
+	AggCompare struct {
+		Item  SelectItem // Agg and Column identify the aggregate
+		Op    CompareOp
+		Value float64
+	}
+)
+
+func (And) isPred()        {}
+func (Or) isPred()         {}
+func (Not) isPred()        {}
+func (Const) isPred()      {}
+func (Compare) isPred()    {}
+func (In) isPred()         {}
+func (Between) isPred()    {}
+func (IsNull) isPred()     {}
+func (AggCompare) isPred() {}
+
+// CompareOp is a comparison operator.
+type CompareOp int
+
+const (
+	OpEq CompareOp = iota
+	OpNe
+	OpLt
+	OpLe
+	OpGt
+	OpGe
+)
+
+func (o CompareOp) String() string {
+	return [...]string{"=", "<>", "<", "<=", ">", ">="}[o]
+}
+
+// Literal is a constant as written. Clients interpolate parameters as quoted
+// strings, so '30' and 30 are the same literal; compile/ interprets it
+// against the column's domain.
+type Literal struct {
+	Text   string // unquoted text
+	Quoted bool
+}
