@@ -1,0 +1,250 @@
+package exec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+func table() *catalog.Table {
+	return &catalog.Table{Name: "t", Source: "main", Columns: []*catalog.Column{
+		{Name: "a", Kind: catalog.IntegerRange, Min: 0, Max: 9, Width: 1, Null: catalog.PolicyCell, OutOfDomain: catalog.PolicyClamp},
+		{Name: "b", Kind: catalog.Categorical, Values: []string{"x", "y", "z"}, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyOther},
+		{Name: "c", Kind: catalog.Binned, Edges: []float64{0, 1.5, 3, 10}, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyDrop},
+	}}
+}
+
+func lit(s string) parser.Literal { return parser.Literal{Text: s} }
+
+func workload(t *testing.T, qs ...*parser.Query) *compile.Workload {
+	t.Helper()
+	var sts []*parser.Statement
+	for _, q := range qs {
+		q.Table = "t"
+		sts = append(sts, &parser.Statement{Kind: parser.KindAggregate, Query: q})
+	}
+	w, err := compile.Compile(table(), sts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func histogram(n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = float64((i*37 + 11) % 23)
+	}
+	return x
+}
+
+var rangesAndGroups = []*parser.Query{
+	{Select: []parser.SelectItem{{Agg: parser.AggCount}}, Where: parser.Between{Column: "a", Lo: lit("2"), Hi: lit("7")}},
+	{Select: []parser.SelectItem{{Agg: parser.AggCount}}, Where: parser.Compare{Column: "a", Op: parser.OpLt, Value: lit("5")}},
+	{Select: []parser.SelectItem{{Agg: parser.AggCount}}, Where: parser.Compare{Column: "a", Op: parser.OpGe, Value: lit("3")}},
+	{GroupBy: []string{"b", "a"}, Select: []parser.SelectItem{{Column: "b"}, {Column: "a"}, {Agg: parser.AggCount}}},
+	{GroupBy: []string{"c"}, Select: []parser.SelectItem{{Column: "c"}, {Agg: parser.AggSum, Column: "a"}},
+		Where: parser.Or{Terms: []parser.Pred{parser.Compare{Column: "b", Value: lit("y")}, parser.Compare{Column: "a", Op: parser.OpGt, Value: lit("6")}}}},
+}
+
+// bruteContract is Σ_cells agg(cell)·x(cell) per group, by enumeration.
+func bruteContract(w *compile.Workload, q *compile.Query, agg compile.Linear, x []float64) []float64 {
+	sizes := w.Sizes()
+	out := make([]float64, q.Groups(w))
+	cell := make([]int, len(sizes))
+	for i := range x {
+		rem := i
+		for j := len(sizes) - 1; j >= 0; j-- {
+			cell[j] = rem % sizes[j]
+			rem /= sizes[j]
+		}
+		g := 0
+		for _, j := range q.GroupCols {
+			g = g*sizes[j] + cell[j]
+		}
+		out[g] += agg.Eval(cell) * x[i]
+	}
+	return out
+}
+
+func TestContractMatchesBruteForce(t *testing.T) {
+	w := workload(t, rangesAndGroups...)
+	x := histogram(w.Cells())
+	for qi, q := range w.Queries {
+		for a, agg := range q.Aggregates {
+			got := Contract(agg, x, w.Sizes(), q.GroupCols)
+			want := bruteContract(w, q, agg, x)
+			for g := range want {
+				if math.Abs(got[g]-want[g]) > 1e-9 {
+					t.Fatalf("query %d agg %d group %d: %v != %v", qi, a, g, got[g], want[g])
+				}
+			}
+		}
+	}
+}
+
+// Measuring A·x and reconstructing with A⁺, noise aside, returns x exactly,
+// so every answer is exact.
+func TestKroneckerRoundTripWithoutNoise(t *testing.T) {
+	w := workload(t, rangesAndGroups...)
+	x := histogram(w.Cells())
+	sizes := w.Sizes()
+	for _, names := range [][]string{{"identity", "identity", "identity"}, {"H2", "wavelet", "identity"}, {"wavelet", "H4", "H2"}} {
+		t.Run(fmt.Sprint(names), func(t *testing.T) {
+			y, shape := append([]float64(nil), x...), sizes
+			var fs []*planner.ColumnStrategy
+			for j, name := range names {
+				var cs *planner.ColumnStrategy
+				var err error
+				switch name {
+				case "identity":
+					cs, err = planner.Identity(sizes[j])
+				case "wavelet":
+					cs, err = planner.Wavelet(sizes[j])
+				case "H2":
+					cs, err = planner.Hierarchical(sizes[j], 2)
+				case "H4":
+					cs, err = planner.Hierarchical(sizes[j], 4)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs = append(fs, cs)
+				y, shape = modeProduct(y, shape, j, cs.A)
+			}
+			for j, cs := range fs {
+				y, shape = modeProduct(y, shape, j, cs.Pinv)
+			}
+			for i := range x {
+				if math.Abs(y[i]-x[i]) > 1e-8 {
+					t.Fatalf("cell %d: %v != %v", i, y[i], x[i])
+				}
+			}
+		})
+	}
+}
+
+// The empirical mean squared error over many noisy runs matches the plan's
+// exact expected error. With R runs the relative standard error of the
+// estimate is about sqrt(2/R)·(kurtosis factor); 1500 runs and many answers
+// make 10% a > 5σ tolerance.
+func TestEmpiricalErrorMatchesPlan(t *testing.T) {
+	cases := []struct {
+		name    string
+		qs      []*parser.Query
+		opt     planner.Options
+		kind    planner.Kind
+		runs    int
+		relTol  float64
+		summary string
+	}{
+		{"direct laplace", rangesAndGroups[:1], planner.Options{Noise: catalog.Laplace, Epsilon: 0.5}, planner.Direct, 4000, 0.1, ""},
+		{"kron laplace", rangesAndGroups, planner.Options{Noise: catalog.Laplace, Epsilon: 1}, planner.Kronecker, 1500, 0.1, ""},
+		{"kron gaussian", rangesAndGroups, planner.Options{Noise: catalog.Gaussian, Rho: 0.5}, planner.Kronecker, 1500, 0.1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workload(t, tc.qs...)
+			p, err := planner.Choose(w, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Kind != tc.kind {
+				t.Fatalf("plan %s has kind %v, want %v", p.Name, p.Kind, tc.kind)
+			}
+			x := histogram(w.Cells())
+			r := noise.NewRand()
+			var sq, expected float64
+			for run := 0; run < tc.runs; run++ {
+				ans, err := Measure(p, x, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for q, qu := range w.Queries {
+					for a, agg := range qu.Aggregates {
+						exact := Contract(agg, x, w.Sizes(), qu.GroupCols)
+						for g := range exact {
+							d := ans.Values[q][a][g] - exact[g]
+							sq += d * d
+							if run == 0 {
+								expected += ans.Variance[q][a][g]
+							}
+						}
+					}
+				}
+			}
+			emp := sq / float64(tc.runs)
+			if math.Abs(emp-expected) > tc.relTol*expected {
+				t.Fatalf("%s: empirical total squared error %.4g, plan %.4g (%.1f%% off)", p.Name, emp, expected, 100*(emp-expected)/expected)
+			}
+			if tot := p.TotalSquaredError(); math.Abs(tot-expected) > 1e-9*tot {
+				t.Fatalf("per-answer variances sum to %v, plan total %v", expected, tot)
+			}
+		})
+	}
+}
+
+// The pushed-down histogram bins NULLs and out-of-domain values by each
+// column's policy, exactly as a brute-force count does.
+func TestHistogramPushdownAppliesPolicies(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "d.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (a INTEGER, b TEXT, c REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	rows := [][3]any{
+		{0, "x", 0.0}, {9, "y", 9.9}, {-5, "z", 1.5}, {15, "Y", 3.0}, {nil, "x", 2.0},
+		{3, nil, 1.0}, {4, "w", 10.0}, {5, "x", 10.5}, {5, "x", -1.0}, {7, "z", 2.999},
+	}
+	for _, r := range rows {
+		if _, err := db.Exec(`INSERT INTO t VALUES (?, ?, ?)`, r[0], r[1], r[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	cat := &catalog.Catalog{Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}}
+	h, err := Open(ctx, cat, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tab := table()
+	got, err := h.Histogram(ctx, tab, tab.Columns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Expected cells by the policies: a clamps (NULL → cell 10); b: NULL
+	// dropped, unknown → other (3), case-insensitive match; c: outside
+	// [0, 10] dropped, bins [0,1.5) [1.5,3) [3,10].
+	type cell struct{ a, b, c int }
+	want := map[cell]float64{
+		{0, 0, 0}: 1, {9, 1, 2}: 1, {0, 2, 1}: 1, {9, 1, 2 - 0}: 0, {10, 0, 1}: 1,
+		{4, 3, 2}: 1, {7, 2, 1}: 1,
+	}
+	want[cell{9, 1, 2}] = 2 // (9,y,9.9) and (15→9,Y,3.0)
+	sizes := []int{11, 4, 3}
+	for i, v := range got {
+		c := cell{i / (sizes[1] * sizes[2]), (i / sizes[2]) % sizes[1], i % sizes[2]}
+		if v != want[c] {
+			t.Errorf("cell %+v: got %v, want %v", c, v, want[c])
+		}
+	}
+	// Cached until the data changes.
+	again, _ := h.Histogram(ctx, tab, tab.Columns)
+	if &again[0] != &got[0] {
+		t.Error("histogram was not cached")
+	}
+}

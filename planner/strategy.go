@@ -1,0 +1,241 @@
+// Package planner chooses how to measure a workload under differential
+// privacy: the matrix mechanism. For a candidate strategy A it computes the
+// exact expected squared error of every answer, σ²·w(AᵀA)⁺wᵀ, and the
+// sensitivity (largest column L1 norm for Laplace, L2 for Gaussian), and
+// picks the candidate with the least total error before anything is spent.
+// Strategies over several columns are Kronecker products of per-column
+// matrices, so planning cost grows with the sum of the column sizes, not
+// their product. The planner never touches data.
+package planner
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// ColumnStrategy is a measurement matrix over one column's domain. Its
+// entries are integers, so A·x is integer for an integer histogram x and
+// exact discrete noise can be added without rounding.
+type ColumnStrategy struct {
+	Name string
+	A    *mat.Dense // m × n
+	// Pinv is A⁺ (n × m): least-squares reconstruction.
+	Pinv *mat.Dense
+	// Gram is (AᵀA)⁺ (n × n): the error form, w(AᵀA)⁺wᵀ.
+	Gram *mat.Dense
+	// L1, L2 are the largest column norms.
+	L1, L2 float64
+	// FullRank reports whether every vector over the column is answerable.
+	FullRank bool
+}
+
+func newColumnStrategy(name string, a *mat.Dense) (*ColumnStrategy, error) {
+	m, n := a.Dims()
+	cs := &ColumnStrategy{Name: name, A: a}
+	for j := 0; j < n; j++ {
+		var l1, l2 float64
+		for i := 0; i < m; i++ {
+			v := a.At(i, j)
+			l1 += math.Abs(v)
+			l2 += v * v
+		}
+		cs.L1 = math.Max(cs.L1, l1)
+		cs.L2 = math.Max(cs.L2, math.Sqrt(l2))
+	}
+	var ata mat.SymDense
+	ata.SymOuterK(1, a.T())
+	var chol mat.Cholesky
+	if m >= n && chol.Factorize(&ata) {
+		var inv mat.SymDense
+		if err := chol.InverseTo(&inv); err == nil {
+			cs.FullRank = true
+			cs.Gram = mat.DenseCopyOf(&inv)
+			cs.Pinv = mat.NewDense(n, m, nil)
+			cs.Pinv.Mul(cs.Gram, a.T())
+			return cs, nil
+		}
+	}
+	// Rank-deficient (a column workload): pseudo-inverse by SVD.
+	var svd mat.SVD
+	if !svd.Factorize(a, mat.SVDThin) {
+		return nil, fmt.Errorf("planner: SVD of %s strategy failed", name)
+	}
+	vals := svd.Values(nil)
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	tol := float64(max(m, n)) * vals[0] * 1e-12
+	k := len(vals)
+	inv := mat.NewDense(n, m, nil)
+	gram := mat.NewDense(n, n, nil)
+	rank := 0
+	for r := 0; r < k; r++ {
+		if vals[r] <= tol {
+			continue
+		}
+		rank++
+		vc := v.ColView(r)
+		uc := u.ColView(r)
+		var outer mat.Dense
+		outer.Outer(1/vals[r], vc, uc)
+		inv.Add(inv, &outer)
+		var g mat.Dense
+		g.Outer(1/(vals[r]*vals[r]), vc, vc)
+		gram.Add(gram, &g)
+	}
+	cs.Pinv, cs.Gram, cs.FullRank = inv, gram, rank == n
+	return cs, nil
+}
+
+// Identity measures every cell.
+func Identity(n int) (*ColumnStrategy, error) {
+	a := mat.NewDense(n, n, nil)
+	for i := 0; i < n; i++ {
+		a.Set(i, i, 1)
+	}
+	return newColumnStrategy("identity", a)
+}
+
+// Hierarchical measures every node of a b-ary tree of intervals over the
+// cells, the root (total) included and the single cells as leaves.
+func Hierarchical(n, b int) (*ColumnStrategy, error) {
+	var rows [][2]int
+	var build func(lo, hi int)
+	build = func(lo, hi int) {
+		rows = append(rows, [2]int{lo, hi})
+		if hi-lo <= 1 {
+			return
+		}
+		size := hi - lo
+		for k := 0; k < b; k++ {
+			clo, chi := lo+size*k/b, lo+size*(k+1)/b
+			if chi > clo {
+				build(clo, chi)
+			}
+		}
+	}
+	build(0, n)
+	a := mat.NewDense(len(rows), n, nil)
+	for r, iv := range rows {
+		for c := iv[0]; c < iv[1]; c++ {
+			a.Set(r, c, 1)
+		}
+	}
+	return newColumnStrategy(fmt.Sprintf("H%d", b), a)
+}
+
+// Wavelet is the (unnormalised, ±1) Haar wavelet: the total, then for each
+// interval of a binary split the left half minus the right half. It has n
+// rows and full rank for any n.
+func Wavelet(n int) (*ColumnStrategy, error) {
+	a := mat.NewDense(n, n, nil)
+	for c := 0; c < n; c++ {
+		a.Set(0, c, 1)
+	}
+	r := 1
+	var build func(lo, hi int)
+	build = func(lo, hi int) {
+		if hi-lo < 2 {
+			return
+		}
+		mid := lo + (hi-lo+1)/2
+		for c := lo; c < hi; c++ {
+			if c < mid {
+				a.Set(r, c, 1)
+			} else {
+				a.Set(r, c, -1)
+			}
+		}
+		r++
+		build(lo, mid)
+		build(mid, hi)
+	}
+	build(0, n)
+	return newColumnStrategy("wavelet", a)
+}
+
+// Rows builds a strategy from explicit integer rows (e.g. the distinct
+// per-column vectors a workload needs).
+func Rows(name string, n int, rows [][]float64) (*ColumnStrategy, error) {
+	a := mat.NewDense(len(rows), n, nil)
+	for r, row := range rows {
+		a.SetRow(r, row)
+	}
+	return newColumnStrategy(name, a)
+}
+
+// bilinear is uᵀ·Gram·v, with nil meaning the all-ones vector.
+func (cs *ColumnStrategy) bilinear(u, v []float64) float64 {
+	n, _ := cs.Gram.Dims()
+	s := 0.0
+	raw := cs.Gram.RawMatrix()
+	for i := 0; i < n; i++ {
+		ui := 1.0
+		if u != nil {
+			ui = u[i]
+		}
+		if ui == 0 {
+			continue
+		}
+		row := raw.Data[i*raw.Stride : i*raw.Stride+n]
+		inner := 0.0
+		for k := 0; k < n; k++ {
+			vk := 1.0
+			if v != nil {
+				vk = v[k]
+			}
+			inner += row[k] * vk
+		}
+		s += ui * inner
+	}
+	return s
+}
+
+// diagonal is Σ_i u_i v_i Gram_ii: the sum over a group column's cells of
+// the error form restricted to each cell.
+func (cs *ColumnStrategy) diagonal(u, v []float64) float64 {
+	n, _ := cs.Gram.Dims()
+	s := 0.0
+	for i := 0; i < n; i++ {
+		ui, vi := 1.0, 1.0
+		if u != nil {
+			ui = u[i]
+		}
+		if v != nil {
+			vi = v[i]
+		}
+		s += ui * vi * cs.Gram.At(i, i)
+	}
+	return s
+}
+
+// answers reports whether u lies in the row space of A (nil: the ones vector).
+func (cs *ColumnStrategy) answers(u []float64) bool {
+	if cs.FullRank {
+		return true
+	}
+	m, n := cs.A.Dims()
+	vec := make([]float64, n)
+	for i := range vec {
+		vec[i] = 1
+		if u != nil {
+			vec[i] = u[i]
+		}
+	}
+	// Project onto the row space: uᵀ A⁺ A.
+	uv := mat.NewVecDense(n, vec)
+	tmp := mat.NewVecDense(m, nil)
+	tmp.MulVec(cs.Pinv.T(), uv)
+	proj := mat.NewVecDense(n, nil)
+	proj.MulVec(cs.A.T(), tmp)
+	norm := 0.0
+	for i := 0; i < n; i++ {
+		norm = math.Max(norm, math.Abs(vec[i]))
+		if math.Abs(proj.AtVec(i)-vec[i]) > 1e-8*math.Max(1, math.Abs(vec[i])) {
+			return false
+		}
+	}
+	return true
+}
