@@ -289,8 +289,11 @@ func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Que
 			}
 			return 0, parser.Errorf(parser.CodeDPRefused, "ORDER BY %s: order by a column of the select list or by an aggregate", it.Column)
 		}
+		// Compile the aggregate on its own: without HAVING and ORDER BY, which
+		// would otherwise ask for their own hidden items again.
 		hidden := *src
 		hidden.Select = []parser.SelectItem{it}
+		hidden.Having, hidden.OrderBy = nil, nil
 		hq, err := compileQuery(w, index, &parser.Statement{Query: &hidden, Text: st.Text})
 		if err != nil {
 			return 0, err

@@ -257,3 +257,28 @@ func TestGroupByAndSumWeights(t *testing.T) {
 		t.Fatalf("AVG should divide by the shared COUNT aggregate: %+v", cq.Items[3])
 	}
 }
+
+// HAVING and ORDER BY on two different unselected aggregates become hidden
+// items (this once recursed without end).
+func TestHiddenItemsForHavingAndOrder(t *testing.T) {
+	q := &parser.Query{Table: "t", GroupBy: []string{"sex"},
+		Select: []parser.SelectItem{{Column: "sex", Alias: "sex"}, {Agg: parser.AggAvg, Column: "hours", Alias: "a"}},
+		Having: parser.AggCompare{Item: parser.SelectItem{Agg: parser.AggCount}, Op: parser.OpGt, Value: 3},
+		OrderBy: []parser.OrderItem{{SelectIndex: -1, Agg: parser.AggSum, Column: "hours", Desc: true}},
+	}
+	w, err := Compile(testTable(), []*parser.Statement{{Kind: parser.KindAggregate, Query: q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq := w.Queries[0]
+	if cq.Visible != 2 || len(cq.Items) != 4 {
+		t.Fatalf("visible %d items %d, want 2 and 4", cq.Visible, len(cq.Items))
+	}
+	if cq.Order[0].Item != 3 || !cq.Order[0].Desc {
+		t.Fatalf("order %+v", cq.Order)
+	}
+	// COUNT(*) for HAVING and the AVG's COUNT(hours) are one aggregate.
+	if len(cq.Aggregates) != 2 {
+		t.Fatalf("%d aggregates, want 2 (sum, count)", len(cq.Aggregates))
+	}
+}

@@ -1,0 +1,688 @@
+package parser
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/dolthub/vitess/go/vt/sqlparser"
+)
+
+// rowsRefusal is the answer to anything that would return rows.
+const rowsRefusal = "dpproxy answers aggregate queries only: SELECT COUNT(*) ... [GROUP BY ...]; raw rows are never returned"
+
+// selectHelp says what a select list may hold.
+const selectHelp = "the select list takes GROUP BY columns and the aggregates COUNT(*), COUNT(c), SUM(c), AVG(c), each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH()"
+
+type itemKind int
+
+const (
+	itemColumn itemKind = iota // a plain column
+	itemAgg                    // a supported aggregate (maybe with an error bar)
+	itemStar                   // * or t.*
+	itemOther                  // anything else: constants, expressions, refused aggregates
+)
+
+// item is one parsed select expression.
+type item struct {
+	SelectItem
+	kind     itemKind
+	explicit bool   // the alias was written (AS x)
+	err      error  // why the item cannot be part of an answered query
+	text     string // the expression as written, for messages
+}
+
+type selectBuilder struct {
+	c     *classifier
+	sel   *sqlparser.Select
+	table sqlparser.TableName
+	alias string // table alias as written, "" if none
+	items []item
+}
+
+func unparen(e sqlparser.Expr) sqlparser.Expr {
+	for {
+		p, ok := e.(*sqlparser.ParenExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+// selectStatement classifies a SELECT, UNION... and builds its Query.
+func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind, *Query, error) {
+	_, prot := c.references(s)
+	if len(prot) == 0 {
+		return KindPassthrough, nil, nil
+	}
+	for {
+		p, ok := s.(*sqlparser.ParenSelect)
+		if !ok {
+			break
+		}
+		s = p.Select
+	}
+	sel, ok := s.(*sqlparser.Select)
+	if !ok {
+		if _, isSetOp := s.(*sqlparser.SetOp); isSetOp {
+			return 0, nil, Errorf(CodeDPRefused, "UNION, INTERSECT and EXCEPT over protected tables are not supported: send each SELECT as its own statement (the statements of one request share one measurement)")
+		}
+		return 0, nil, refuseSubquery(prot[0])
+	}
+	if sel.With != nil || hasSubquery(sel) {
+		return 0, nil, refuseSubquery(prot[0])
+	}
+	var tn sqlparser.TableName
+	var ate *sqlparser.AliasedTableExpr
+	if len(sel.From) == 1 {
+		if a, ok := sel.From[0].(*sqlparser.AliasedTableExpr); ok {
+			if t, ok := a.Expr.(sqlparser.TableName); ok && c.isProtected(t) {
+				tn, ate = t, a
+			}
+		}
+	}
+	if ate == nil {
+		return 0, nil, Errorf(CodeDPRefused, "joins and queries over more than one table are not supported when a protected table is involved: dpproxy answers aggregate queries over one protected table, e.g. SELECT a, COUNT(*) FROM %s WHERE ... GROUP BY a", strings.ToLower(prot[0].Name.String()))
+	}
+	if sel.Into != nil {
+		return 0, nil, Errorf(CodeDPRefused, "SELECT ... INTO is not supported over protected tables; %s", rowsRefusal)
+	}
+	if len(ate.Partitions) > 0 {
+		return 0, nil, Errorf(CodeNotSupported, "PARTITION selection is not supported over protected tables: select rows with WHERE over domain columns")
+	}
+	if ate.AsOf != nil {
+		return 0, nil, Errorf(CodeNotSupported, "AS OF is not supported over protected tables; query the table as it is")
+	}
+	if len(sel.Window) > 0 {
+		return 0, nil, Errorf(CodeNotSupported, "window functions are not supported; %s", selectHelp)
+	}
+	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String()}
+	return b.build()
+}
+
+func (b *selectBuilder) build() (StatementKind, *Query, error) {
+	sel := b.sel
+	q := &Query{
+		Schema: b.table.DbQualifier.String(),
+		Table:  strings.ToLower(b.table.Name.String()),
+	}
+
+	limit, zero, limitErr := b.limit()
+	q.Limit = limit
+
+	var where Pred
+	var whereErr error
+	if sel.Where != nil && sel.Where.Expr != nil {
+		where, whereErr = b.pred(sel.Where.Expr)
+	}
+	if isBadField(whereErr) {
+		return 0, nil, whereErr
+	}
+	empty := zero || (whereErr == nil && where == Const{Value: false})
+
+	for _, se := range sel.SelectExprs {
+		it := b.item(se)
+		if isBadField(it.err) {
+			return 0, nil, it.err
+		}
+		b.items = append(b.items, it)
+	}
+
+	if empty {
+		for _, it := range b.items {
+			si := it.SelectItem
+			if it.err != nil || it.kind == itemOther {
+				si = SelectItem{Alias: it.Alias}
+			}
+			q.Select = append(q.Select, si)
+		}
+		if whereErr == nil {
+			q.Where = where
+		}
+		if g, err := b.groupBy(); err == nil {
+			q.GroupBy = g
+		}
+		if h, _, err := b.having(); err == nil {
+			q.Having = h
+		}
+		if o, err := b.orderBy(); err == nil {
+			q.OrderBy = o
+		}
+		return KindEmpty, q, nil
+	}
+
+	q.Where = where
+	hasAgg, hasStar := false, false
+	for _, it := range b.items {
+		switch it.kind {
+		case itemAgg:
+			hasAgg = true
+		case itemStar:
+			hasStar = true
+		}
+	}
+	for _, it := range b.items {
+		if it.err != nil && it.kind == itemAgg {
+			return 0, nil, it.err
+		}
+	}
+	if hasStar {
+		return 0, nil, Errorf(CodeDPRefused, "SELECT * is refused: %s", rowsRefusal)
+	}
+	for _, it := range b.items {
+		if it.err != nil {
+			return 0, nil, it.err
+		}
+	}
+	if limitErr != nil {
+		return 0, nil, limitErr
+	}
+	if whereErr != nil {
+		return 0, nil, whereErr
+	}
+	groupBy, err := b.groupBy()
+	if err != nil {
+		return 0, nil, err
+	}
+	q.GroupBy = groupBy
+	having, havingAgg, err := b.having()
+	if err != nil {
+		return 0, nil, err
+	}
+	q.Having = having
+	orderBy, err := b.orderBy()
+	if err != nil {
+		return 0, nil, err
+	}
+	q.OrderBy = orderBy
+	for _, o := range orderBy {
+		if o.SelectIndex < 0 && o.Agg != AggNone {
+			hasAgg = true
+		}
+	}
+	hasAgg = hasAgg || havingAgg
+	for _, it := range b.items {
+		q.Select = append(q.Select, it.SelectItem)
+	}
+	inGroup := func(col string) bool {
+		for _, g := range q.GroupBy {
+			if g == col {
+				return true
+			}
+		}
+		return false
+	}
+
+	if hasAgg {
+		for _, it := range b.items {
+			switch it.kind {
+			case itemOther:
+				return 0, nil, Errorf(CodeNotSupported, "%s is not supported in the select list: %s", it.text, selectHelp)
+			case itemColumn:
+				if !inGroup(it.Column) {
+					return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values; write SELECT %s, COUNT(*) FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
+				}
+			}
+		}
+		return KindAggregate, q, nil
+	}
+
+	// No aggregate anywhere: a domain list, or row access.
+	if len(q.GroupBy) == 0 && !sel.QueryOpts.Distinct {
+		return 0, nil, Errorf(CodeDPRefused, "%s", rowsRefusal)
+	}
+	for _, it := range b.items {
+		if it.kind == itemOther {
+			return 0, nil, Errorf(CodeNotSupported, "%s is not supported here: a domain list selects its GROUP BY columns only (SELECT c FROM %s GROUP BY c); to count, write SELECT c, COUNT(*) FROM %s GROUP BY c", it.text, q.Table, q.Table)
+		}
+	}
+	if len(q.GroupBy) == 0 {
+		for _, it := range b.items {
+			if !inGroup(it.Column) {
+				q.GroupBy = append(q.GroupBy, it.Column)
+			}
+		}
+	}
+	for _, it := range b.items {
+		if !inGroup(it.Column) {
+			return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns the declared values of grouped columns, never row values; write SELECT %s FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
+		}
+	}
+	for _, g := range q.GroupBy {
+		found := false
+		for _, it := range b.items {
+			found = found || it.Column == g
+		}
+		if !found {
+			return 0, nil, Errorf(CodeNotSupported, "a domain list selects its GROUP BY columns: add %s to the select list, or count rows with SELECT %s, COUNT(*) FROM %s GROUP BY %s", g, g, q.Table, g)
+		}
+	}
+	if c, ok := q.Where.(Const); q.Where != nil && !(ok && c.Value) {
+		return 0, nil, Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain, which does not depend on the data, and takes no WHERE; to see which values occur, count them: SELECT c, COUNT(*) FROM %s WHERE ... GROUP BY c", q.Table, q.Table)
+	}
+	q.Where = nil
+	if q.Having != nil {
+		return 0, nil, Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain and takes no HAVING; filter on counts with SELECT c, COUNT(*) FROM %s GROUP BY c HAVING COUNT(*) > n", q.Table, q.Table)
+	}
+	for _, o := range q.OrderBy {
+		if o.SelectIndex < 0 {
+			return 0, nil, Errorf(CodeNotSupported, "ORDER BY %s: a domain list is ordered by its selected columns (ORDER BY c ASC|DESC), or by COUNT(*) for the top values", o.Column)
+		}
+	}
+	return KindDomainList, q, nil
+}
+
+func isBadField(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == CodeBadField
+}
+
+// limit parses LIMIT k, LIMIT 0, k and LIMIT k OFFSET 0. zero reports LIMIT 0.
+func (b *selectBuilder) limit() (limit *int64, zero bool, err error) {
+	l := b.sel.Limit
+	if l == nil || l.Rowcount == nil {
+		return nil, false, nil
+	}
+	n, ok := intLiteral(l.Rowcount)
+	if !ok {
+		return nil, false, Errorf(CodeNotSupported, "LIMIT takes a number of rows: LIMIT k")
+	}
+	if n == 0 {
+		return &n, true, nil
+	}
+	if l.Offset != nil {
+		if off, ok := intLiteral(l.Offset); !ok || off != 0 {
+			return nil, false, Errorf(CodeNotSupported, "LIMIT with an offset is not supported: dpproxy returns the first k rows of the answer, write LIMIT %d (and raise k to see more)", n)
+		}
+	}
+	return &n, false, nil
+}
+
+func intLiteral(e sqlparser.Expr) (int64, bool) {
+	v, ok := unparen(e).(*sqlparser.SQLVal)
+	if !ok || v.Type != sqlparser.IntVal {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(v.Val), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// item parses one select expression.
+func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
+	switch e := se.(type) {
+	case *sqlparser.StarExpr:
+		it := item{SelectItem: SelectItem{Column: "*", Alias: "*"}, kind: itemStar, text: "*"}
+		if !e.TableName.IsEmpty() {
+			it.text = e.TableName.Name.String() + ".*"
+			if !b.qualifierOK(e.TableName) {
+				it.err = Errorf(CodeBadField, "Unknown column '%s' in 'field list'", it.text)
+			}
+		}
+		return it
+	case *sqlparser.AliasedExpr:
+		var it item
+		x := unparen(e.Expr)
+		if col, ok := x.(*sqlparser.ColName); ok {
+			it.text = col.Name.String()
+			it.Alias = col.Name.String()
+		} else {
+			// MySQL names the column after the expression as written:
+			// the text from its first to its last token, a lone quoted
+			// string unquoted.
+			if text := b.c.text; e.As.IsEmpty() &&
+				e.StartParsePos >= 0 && e.StartParsePos < e.EndParsePos && e.EndParsePos <= len(text) {
+				raw := text[e.StartParsePos:e.EndParsePos]
+				if toks := lex(raw); len(toks) > 0 {
+					it.text = trimQuotes(raw[toks[0].start:toks[len(toks)-1].end])
+				}
+			}
+			if it.text == "" && e.As.IsEmpty() {
+				it.text = e.InputExpression
+			}
+			if it.text == "" {
+				it.text = sqlparser.String(e.Expr)
+			}
+			it.Alias = it.text
+		}
+		if !e.As.IsEmpty() {
+			it.Alias, it.explicit = e.As.String(), true
+		}
+		if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
+			it.kind = itemColumn
+			it.Column, it.err = b.column(col, "field list")
+			return it
+		}
+		if agg, ok, err := b.aggregate(x); ok {
+			it.kind, it.err = itemAgg, err
+			if err == nil {
+				it.Agg, it.Column, it.Bar = agg.Agg, agg.Column, agg.Bar
+			}
+			return it
+		}
+		it.kind = itemOther
+		if hasAggregate(x) {
+			it.err = Errorf(CodeNotSupported, "expressions over aggregates ('%s') are not supported: select the aggregate itself and compute in the client; %s", it.text, selectHelp)
+		}
+		return it
+	default:
+		return item{kind: itemOther, text: sqlparser.String(se), SelectItem: SelectItem{Alias: sqlparser.String(se)},
+			err: Errorf(CodeNotSupported, "'%s' is not supported: %s", sqlparser.String(se), selectHelp)}
+	}
+}
+
+// hasAggregate reports whether an aggregate call occurs anywhere in e.
+// trimQuotes strips the quotes of a select expression that is one quoted
+// string, as MySQL does when it names the column ('abc' is named abc).
+func trimQuotes(s string) string {
+	if len(s) < 2 || s[0] != s[len(s)-1] || (s[0] != '\'' && s[0] != '"' && s[0] != '`') {
+		return s
+	}
+	t := lex(s)
+	if len(t) != 1 || t[0].start != 0 || t[0].end != len(s) {
+		return s
+	}
+	return t[0].text
+}
+
+func hasAggregate(e sqlparser.Expr) bool {
+	found := false
+	_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+		switch f := n.(type) {
+		case *sqlparser.FuncExpr:
+			name := f.Name.Lowered()
+			if sqlparser.Aggregates[name] || barOf(name) != BarNone {
+				found = true
+			}
+		case *sqlparser.GroupConcatExpr:
+			found = true
+		}
+		return !found, nil
+	}, e)
+	return found
+}
+
+func isVariable(c *sqlparser.ColName) bool {
+	return c.Qualifier.IsEmpty() && strings.HasPrefix(c.Name.String(), "@")
+}
+
+func barOf(name string) ErrorBar {
+	switch name {
+	case "dp_stderr":
+		return BarStderr
+	case "dp_ci_low":
+		return BarCILow
+	case "dp_ci_high":
+		return BarCIHigh
+	}
+	return BarNone
+}
+
+// aggregate recognises an aggregate call (or an error bar around one). ok
+// reports that e is an aggregate call at all; err that it is one dpproxy
+// does not answer.
+func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
+	switch f := e.(type) {
+	case *sqlparser.GroupConcatExpr:
+		return SelectItem{}, true, Errorf(CodeDPRefused, "GROUP_CONCAT is refused: it returns row values; %s", rowsRefusal)
+	case *sqlparser.FuncExpr:
+		if !f.Qualifier.IsEmpty() {
+			return SelectItem{}, false, nil
+		}
+		name := f.Name.Lowered()
+		upper := strings.ToUpper(name)
+		if bar := barOf(name); bar != BarNone {
+			usage := Errorf(CodeNotSupported, "%s takes one aggregate: %s(COUNT(*)), %s(SUM(c)), %s(AVG(c)) or %s(COUNT(c))", upper, upper, upper, upper, upper)
+			if len(f.Exprs) != 1 || f.Distinct || f.Over != nil {
+				return SelectItem{}, true, usage
+			}
+			arg, ok := f.Exprs[0].(*sqlparser.AliasedExpr)
+			if !ok {
+				return SelectItem{}, true, usage
+			}
+			inner, ok, err := b.aggregate(unparen(arg.Expr))
+			if !ok {
+				return SelectItem{}, true, usage
+			}
+			if err != nil {
+				return SelectItem{}, true, err
+			}
+			if inner.Bar != BarNone {
+				return SelectItem{}, true, usage
+			}
+			inner.Bar = bar
+			return inner, true, nil
+		}
+		if !sqlparser.Aggregates[name] && name != "any_value" {
+			return SelectItem{}, false, nil
+		}
+		if f.Over != nil {
+			return SelectItem{}, true, Errorf(CodeNotSupported, "window functions (%s(...) OVER ...) are not supported; %s", upper, selectHelp)
+		}
+		switch name {
+		case "count":
+			if f.Distinct {
+				return SelectItem{}, true, Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(c), or list the declared values with SELECT c FROM t GROUP BY c")
+			}
+			usage := Errorf(CodeNotSupported, "COUNT takes *, 1 or a column: COUNT(*), COUNT(1), COUNT(c)")
+			if len(f.Exprs) != 1 {
+				return SelectItem{}, true, usage
+			}
+			switch a := f.Exprs[0].(type) {
+			case *sqlparser.StarExpr:
+				if !a.TableName.IsEmpty() && !b.qualifierOK(a.TableName) {
+					return SelectItem{}, true, Errorf(CodeBadField, "Unknown column '%s.*' in 'field list'", a.TableName.Name.String())
+				}
+				return SelectItem{Agg: AggCount}, true, nil
+			case *sqlparser.AliasedExpr:
+				x := unparen(a.Expr)
+				if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
+					name, err := b.column(col, "field list")
+					return SelectItem{Agg: AggCountCol, Column: name}, true, err
+				}
+				lit, kind, err := literal(x)
+				if err == nil && kind == litValue && lit.Text != "" {
+					return SelectItem{Agg: AggCount}, true, nil // COUNT(1), COUNT('x'): every row
+				}
+				return SelectItem{}, true, usage
+			}
+			return SelectItem{}, true, usage
+		case "sum", "avg":
+			agg := map[string]AggFunc{"sum": AggSum, "avg": AggAvg}[name]
+			if f.Distinct {
+				return SelectItem{}, true, Errorf(CodeNotSupported, "%s(DISTINCT ...) is not supported: write %s(c)", upper, upper)
+			}
+			if len(f.Exprs) == 1 {
+				if a, ok := f.Exprs[0].(*sqlparser.AliasedExpr); ok {
+					if col, ok := unparen(a.Expr).(*sqlparser.ColName); ok && !isVariable(col) {
+						name, err := b.column(col, "field list")
+						return SelectItem{Agg: agg, Column: name}, true, err
+					}
+				}
+			}
+			return SelectItem{}, true, Errorf(CodeNotSupported, "%s takes a column: %s(c); expressions inside aggregates are not supported", upper, upper)
+		case "min", "max", "any_value", "json_arrayagg", "json_objectagg", "bit_and", "bit_or", "bit_xor":
+			return SelectItem{}, true, Errorf(CodeDPRefused, "%s is refused: it would reveal values of single rows; dpproxy answers COUNT(*), COUNT(c), SUM(c) and AVG(c), with GROUP BY over declared columns (the declared range of a column is in its catalog domain)", upper)
+		default:
+			return SelectItem{}, true, Errorf(CodeNotSupported, "the aggregate %s is not supported: dpproxy answers COUNT(*), COUNT(c), SUM(c) and AVG(c), each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH()", upper)
+		}
+	}
+	return SelectItem{}, false, nil
+}
+
+// qualifierOK reports whether q names the query's table: its name, its
+// alias, or schema.table.
+func (b *selectBuilder) qualifierOK(q sqlparser.TableName) bool {
+	name := q.Name.String()
+	if q.DbQualifier.IsEmpty() {
+		return strings.EqualFold(name, b.table.Name.String()) || (b.alias != "" && strings.EqualFold(name, b.alias))
+	}
+	if !strings.EqualFold(name, b.table.Name.String()) {
+		return false
+	}
+	if !b.table.DbQualifier.IsEmpty() {
+		return strings.EqualFold(q.DbQualifier.String(), b.table.DbQualifier.String())
+	}
+	return b.c.protected(q.DbQualifier.String(), strings.ToLower(name))
+}
+
+// column resolves a column reference to its lower-case name.
+func (b *selectBuilder) column(c *sqlparser.ColName, clause string) (string, error) {
+	name := c.Name.String()
+	if !c.Qualifier.IsEmpty() && !b.qualifierOK(c.Qualifier) {
+		full := c.Qualifier.Name.String() + "." + name
+		if !c.Qualifier.DbQualifier.IsEmpty() {
+			full = c.Qualifier.DbQualifier.String() + "." + full
+		}
+		return "", Errorf(CodeBadField, "Unknown column '%s' in '%s'", full, clause)
+	}
+	return strings.ToLower(name), nil
+}
+
+// byAlias finds the select item whose written alias is name.
+func (b *selectBuilder) byAlias(name string) int {
+	for i, it := range b.items {
+		if it.explicit && strings.EqualFold(it.Alias, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// position resolves GROUP BY 1 / ORDER BY 2.
+func (b *selectBuilder) position(e sqlparser.Expr, clause string) (int, bool, error) {
+	v, ok := e.(*sqlparser.SQLVal)
+	if !ok || v.Type != sqlparser.IntVal {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(string(v.Val))
+	if err != nil || n < 1 || n > len(b.items) {
+		return 0, true, Errorf(CodeBadField, "Unknown column '%s' in '%s'", v.Val, clause)
+	}
+	return n - 1, true, nil
+}
+
+func (b *selectBuilder) groupBy() ([]string, error) {
+	var out []string
+	add := func(c string) {
+		for _, g := range out {
+			if g == c {
+				return
+			}
+		}
+		out = append(out, c)
+	}
+	for _, g := range b.sel.GroupBy {
+		x := unparen(g)
+		if i, ok, err := b.position(x, "group statement"); ok {
+			if err != nil {
+				return nil, err
+			}
+			it := b.items[i]
+			if it.kind != itemColumn {
+				return nil, Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table", it.Alias)
+			}
+			add(it.Column)
+			continue
+		}
+		col, ok := x.(*sqlparser.ColName)
+		if !ok || isVariable(col) {
+			return nil, Errorf(CodeNotSupported, "GROUP BY %s is not supported: GROUP BY takes columns of the table (or select-list positions and aliases); the groups are the column's declared domain", sqlparser.String(g))
+		}
+		if col.Qualifier.IsEmpty() {
+			if i := b.byAlias(col.Name.String()); i >= 0 {
+				it := b.items[i]
+				if it.kind != itemColumn {
+					return nil, Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table", it.Alias)
+				}
+				add(it.Column)
+				continue
+			}
+		}
+		c, err := b.column(col, "group statement")
+		if err != nil {
+			return nil, err
+		}
+		add(c)
+	}
+	return out, nil
+}
+
+func (b *selectBuilder) orderBy() ([]OrderItem, error) {
+	var out []OrderItem
+	for _, o := range b.sel.OrderBy {
+		desc := o.Direction == sqlparser.DescScr
+		x := unparen(o.Expr)
+		if _, isNull := x.(*sqlparser.NullVal); isNull {
+			continue // ORDER BY NULL: no ordering
+		}
+		if i, ok, err := b.position(x, "order clause"); ok {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, OrderItem{SelectIndex: i, Desc: desc})
+			continue
+		}
+		if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
+			if col.Qualifier.IsEmpty() {
+				if i := b.byAlias(col.Name.String()); i >= 0 {
+					out = append(out, OrderItem{SelectIndex: i, Desc: desc})
+					continue
+				}
+			}
+			c, err := b.column(col, "order clause")
+			if err != nil {
+				return nil, err
+			}
+			idx := -1
+			for i, it := range b.items {
+				if it.kind == itemColumn && it.Column == c {
+					idx = i
+					break
+				}
+			}
+			if idx < 0 && col.Qualifier.IsEmpty() {
+				// `COUNT(*)` in backquotes names an unaliased item.
+				for i, it := range b.items {
+					if it.kind != itemColumn && it.Alias == col.Name.String() {
+						idx = i
+						break
+					}
+				}
+				if idx >= 0 {
+					out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
+					continue
+				}
+			}
+			if idx >= 0 {
+				out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
+			} else {
+				out = append(out, OrderItem{SelectIndex: -1, Column: c, Desc: desc})
+			}
+			continue
+		}
+		agg, ok, err := b.aggregate(x)
+		if ok {
+			if err != nil {
+				return nil, err
+			}
+			idx := -1
+			for i, it := range b.items {
+				if it.kind == itemAgg && it.err == nil && it.Agg == agg.Agg && it.Column == agg.Column && it.Bar == agg.Bar {
+					idx = i
+					break
+				}
+			}
+			if idx < 0 && agg.Bar != BarNone {
+				return nil, Errorf(CodeNotSupported, "ORDER BY %s: to order by an error bar, select it and order by its alias or position", sqlparser.String(o.Expr))
+			}
+			if idx >= 0 {
+				out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
+			} else {
+				out = append(out, OrderItem{SelectIndex: -1, Agg: agg.Agg, Column: agg.Column, Desc: desc})
+			}
+			continue
+		}
+		return nil, Errorf(CodeNotSupported, "ORDER BY %s is not supported: ORDER BY takes select-list columns, aliases or positions, or an aggregate such as COUNT(*)", sqlparser.String(o.Expr))
+	}
+	return out, nil
+}
