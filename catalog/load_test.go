@@ -1,0 +1,384 @@
+package catalog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// valid is a small, valid catalog; the error cases below are edits of it.
+const valid = `database: Shop
+sources:
+  main: {driver: sqlite, path: shop.sqlite}
+tables:
+  Orders:
+    source: main
+    source_table: raw_orders
+    noise: gaussian
+    budget: {total: 10, per_user: 5, default_per_query: 0.1, max_per_query: 1, delta: 1e-9}
+    columns:
+      Age: {type: integer, min: 17, max: 90, width: 5}
+      sex: {type: categorical, values: [Female, Male]}
+      amount: {type: numeric, edges: [0, 10.5, 100, 1e4], out_of_domain: other, null: other}
+      region: {type: categorical, values: [north, south], null: cell, out_of_domain: other}
+      hours: {type: integer, min: 1, max: 99}
+users:
+  alice: {password: secret, role: analyst}
+  Carol: {password_hash: "*2470c0c06dee42fd1618bb99005adca2ec9d1e19", role: auditor}
+`
+
+func TestParseValid(t *testing.T) {
+	c, err := Parse("shop.yaml", []byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != "shop.yaml" || c.Database != "shop" {
+		t.Errorf("path %q database %q", c.Path, c.Database)
+	}
+	if s := c.Sources["main"]; s == nil || *s != (Source{Name: "main", Driver: "sqlite", Path: "shop.sqlite"}) {
+		t.Errorf("source %+v", s)
+	}
+	tb := c.Table("ORDERS")
+	if tb == nil {
+		t.Fatal("no table orders")
+	}
+	if tb.Name != "orders" || tb.Source != "main" || tb.SourceTable != "raw_orders" || tb.Noise != Gaussian {
+		t.Errorf("table %+v", tb)
+	}
+	if want := (Budget{Total: 10, PerUser: 5, DefaultPerQuery: 0.1, MaxPerQuery: 1, Delta: 1e-9}); tb.Budget != want {
+		t.Errorf("budget %+v, want %+v", tb.Budget, want)
+	}
+	want := []*Column{
+		{Name: "age", Kind: IntegerRange, Min: 17, Max: 90, Width: 5, Null: PolicyDrop, OutOfDomain: PolicyClamp},
+		{Name: "sex", Kind: Categorical, Values: []string{"Female", "Male"}, Null: PolicyDrop, OutOfDomain: PolicyDrop},
+		{Name: "amount", Kind: Binned, Edges: []float64{0, 10.5, 100, 1e4}, Null: PolicyOther, OutOfDomain: PolicyOther},
+		{Name: "region", Kind: Categorical, Values: []string{"north", "south"}, Null: PolicyCell, OutOfDomain: PolicyOther},
+		{Name: "hours", Kind: IntegerRange, Min: 1, Max: 99, Width: 1, Null: PolicyDrop, OutOfDomain: PolicyClamp},
+	}
+	if !reflect.DeepEqual(tb.Columns, want) {
+		for i, c := range tb.Columns {
+			t.Errorf("column %d: %+v", i, *c)
+		}
+	}
+	if got := tb.Column("region").Size(); got != 4 {
+		t.Errorf("region size %d, want 4 (2 values, other, NULL)", got)
+	}
+	wantUsers := []*User{
+		{Name: "alice", PasswordHash: NativePasswordHash("secret"), Role: RoleAnalyst},
+		{Name: "Carol", PasswordHash: "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", Role: RoleAuditor},
+	}
+	if !reflect.DeepEqual(c.Users, wantUsers) {
+		t.Errorf("users %+v %+v", *c.Users[0], *c.Users[1])
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse("min.yaml", []byte(`database: d
+sources: {s: {driver: SQLite, path: x.db}}
+tables:
+  t:
+    budget: {total: 1, per_user: 1, default_per_query: 1}
+    columns: {c: {type: categorical, values: [a]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := c.Tables[0]
+	if tb.Source != "s" || tb.SourceTable != "t" || tb.Noise != Laplace || tb.Budget.MaxPerQuery != 0 || len(c.Users) != 0 {
+		t.Errorf("defaults: %+v", tb)
+	}
+	if c.Sources["s"].Driver != "sqlite" {
+		t.Errorf("driver %q", c.Sources["s"].Driver)
+	}
+}
+
+func TestNativePasswordHash(t *testing.T) {
+	// SELECT PASSWORD('password') on MySQL 5.7.
+	if got, want := NativePasswordHash("password"), "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// edit replaces one occurrence of old in the valid catalog.
+func edit(old, new string) string {
+	if strings.Count(valid, old) != 1 {
+		panic("edit: not unique: " + old)
+	}
+	return strings.Replace(valid, old, new, 1)
+}
+
+func TestParseErrors(t *testing.T) {
+	const age = "      Age: {type: integer, min: 17, max: 90, width: 5}"
+	const budget = "    budget: {total: 10, per_user: 5, default_per_query: 0.1, max_per_query: 1, delta: 1e-9}"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"width", edit(age, "      Age: {type: integer, min: 17, max: 90, width: 0}"),
+			"catalog.yaml:11: tables.orders.columns.age.width: must be ≥ 1"},
+		{"min>max", edit(age, "      age: {type: integer, min: 91, max: 90}"),
+			"catalog.yaml:11: tables.orders.columns.age.min: must be ≤ max (90)"},
+		{"integer float", edit(age, "      age: {type: integer, min: 17.5, max: 90}"),
+			`catalog.yaml:11: tables.orders.columns.age.min: must be an integer, not the value "17.5"`},
+		{"integer quoted", edit(age, `      age: {type: integer, min: "17", max: 90}`),
+			`catalog.yaml:11: tables.orders.columns.age.min: must be an integer, not the value "17"`},
+		{"integer huge", edit(age, "      age: {type: integer, min: 1, max: 99999999999999999}"),
+			"catalog.yaml:11: tables.orders.columns.age.max: must be an integer between -2^53 and 2^53 (got 99999999999999999)"},
+		{"too many cells", edit(age, "      age: {type: integer, min: 0, max: 5000000}"),
+			"catalog.yaml:11: tables.orders.columns.age: domain has more than 1000000 bins; use a larger width"},
+		{"missing max", edit(age, "      age: {type: integer, min: 17}"),
+			"catalog.yaml:11: tables.orders.columns.age.max: required"},
+		{"missing type", edit(age, "      age: {min: 17, max: 90}"),
+			"catalog.yaml:11: tables.orders.columns.age.type: required"},
+		{"bad type", edit(age, "      age: {type: int, min: 17, max: 90}"),
+			`catalog.yaml:11: tables.orders.columns.age.type: must be one of integer, numeric, categorical (got "int")`},
+		{"unknown column key", edit(age, "      age: {type: integer, min: 17, max: 90, wdith: 1}"),
+			"catalog.yaml:11: tables.orders.columns.age.wdith: unknown key (expected one of type, min, max, width, edges, values, null, out_of_domain)"},
+		{"key of other type", edit(age, "      age: {type: integer, min: 17, max: 90, values: [a]}"),
+			"catalog.yaml:11: tables.orders.columns.age.values: not allowed for type integer"},
+		{"column not a mapping", edit(age, "      age: integer"),
+			`catalog.yaml:11: tables.orders.columns.age: must be a mapping (key: value, ...), not the value "integer"`},
+		{"bad column name", edit(age, "      2age: {type: integer, min: 17, max: 90}"),
+			`catalog.yaml:11: tables.orders.columns.2age: invalid name "2age": use up to 64 letters, digits and underscores, not starting with a digit`},
+		{"duplicate column after lower-casing", edit("      hours: {type: integer, min: 1, max: 99}", "      AGE: {type: integer, min: 1, max: 99}"),
+			"catalog.yaml:15: tables.orders.columns.age: duplicate key (first at line 11)"},
+		{"edges too few", edit("edges: [0, 10.5, 100, 1e4]", "edges: [5]"),
+			"catalog.yaml:13: tables.orders.columns.amount.edges: must have at least 2 entries (one bin needs two edges)"},
+		{"edges not increasing", edit("edges: [0, 10.5, 100, 1e4]", "edges: [0, 100, 100, 1e4]"),
+			"catalog.yaml:13: tables.orders.columns.amount.edges[2]: must be greater than the previous edge (100): edges must increase strictly"},
+		{"edges not numbers", edit("edges: [0, 10.5, 100, 1e4]", "edges: [0, ten]"),
+			`catalog.yaml:13: tables.orders.columns.amount.edges[1]: must be a number, not the value "ten"`},
+		{"edges infinite", edit("edges: [0, 10.5, 100, 1e4]", "edges: [0, .inf]"),
+			`catalog.yaml:13: tables.orders.columns.amount.edges[1]: must be a finite number (got ".inf")`},
+		{"edges missing", edit("amount: {type: numeric, edges: [0, 10.5, 100, 1e4], ", "amount: {type: numeric, "),
+			"catalog.yaml:13: tables.orders.columns.amount.edges: required"},
+		{"edges not a list", edit("edges: [0, 10.5, 100, 1e4]", "edges: 5"),
+			`catalog.yaml:13: tables.orders.columns.amount.edges: must be a list, not the value "5"`},
+		{"values empty", edit("values: [Female, Male]", "values: []"),
+			"catalog.yaml:12: tables.orders.columns.sex.values: must not be empty"},
+		{"values duplicate", edit("values: [Female, Male]", "values: [Female, Male, Female]"),
+			`catalog.yaml:12: tables.orders.columns.sex.values[2]: duplicate value "Female" (also values[0])`},
+		{"values null", edit("values: [Female, Male]", "values: [Female, ~]"),
+			"catalog.yaml:12: tables.orders.columns.sex.values[1]: must not be null (use null: cell to give NULL its own cell)"},
+		{"values multi-line", edit("      sex: {type: categorical, values: [Female, Male]}", "      sex:\n        type: categorical\n        values:\n          - Female\n          - [Male]"),
+			"catalog.yaml:16: tables.orders.columns.sex.values[1]: must be a single value, not a list"},
+		{"other label", edit("values: [north, south]", "values: [north, other]"),
+			`catalog.yaml:14: tables.orders.columns.region.values[1]: "other" is the label of the out_of_domain cell; rename the value or use out_of_domain: drop`},
+		{"clamp categorical", edit("values: [Female, Male]}", "values: [Female, Male], out_of_domain: clamp}"),
+			"catalog.yaml:12: tables.orders.columns.sex.out_of_domain: clamp is only allowed for integer and numeric columns (use drop or other)"},
+		{"null clamp", edit("values: [Female, Male]}", "values: [Female, Male], null: clamp}"),
+			`catalog.yaml:12: tables.orders.columns.sex.null: must be one of drop, cell, other (got "clamp")`},
+		{"null other without other cell", edit("out_of_domain: other, null: other", "null: other"),
+			"catalog.yaml:13: tables.orders.columns.amount.null: other requires out_of_domain: other"},
+		{"bad policy", edit("out_of_domain: other, null: other", "out_of_domain: nearest"),
+			`catalog.yaml:13: tables.orders.columns.amount.out_of_domain: must be one of drop, clamp, other (got "nearest")`},
+		{"noise", edit("noise: gaussian", "noise: gauss"),
+			`catalog.yaml:8: tables.orders.noise: must be laplace or gaussian (got "gauss")`},
+		{"delta missing", edit(budget, "    budget: {total: 10, per_user: 5, default_per_query: 0.1}"),
+			"catalog.yaml:9: tables.orders.budget.delta: required when noise is gaussian"},
+		{"delta range", edit("delta: 1e-9", "delta: 1"),
+			"catalog.yaml:9: tables.orders.budget.delta: must be in (0, 1) (got 1)"},
+		{"delta with laplace", edit("noise: gaussian", "noise: laplace"),
+			"catalog.yaml:9: tables.orders.budget.delta: only used when noise is gaussian (this table's noise is laplace)"},
+		{"budget not positive", edit("total: 10", "total: 0"),
+			"catalog.yaml:9: tables.orders.budget.total: must be > 0"},
+		{"budget negative", edit("default_per_query: 0.1", "default_per_query: -0.1"),
+			"catalog.yaml:9: tables.orders.budget.default_per_query: must be > 0"},
+		{"per_user > total", edit("per_user: 5", "per_user: 50"),
+			"catalog.yaml:9: tables.orders.budget.per_user: must be ≤ total (10)"},
+		{"default > per_user", edit("default_per_query: 0.1", "default_per_query: 6"),
+			"catalog.yaml:9: tables.orders.budget.default_per_query: must be ≤ per_user (5)\n" +
+				"catalog.yaml:9: tables.orders.budget.max_per_query: must be ≥ default_per_query (6)"},
+		{"max > per_user", edit("max_per_query: 1", "max_per_query: 6"),
+			"catalog.yaml:9: tables.orders.budget.max_per_query: must be ≤ per_user (5)"},
+		{"budget missing key", edit("total: 10, ", ""),
+			"catalog.yaml:9: tables.orders.budget.total: required"},
+		{"budget block form", edit(budget, "    budget:\n      total: 10\n      per_user: five\n      default_per_query: 0.1\n      delta: 1e-9"),
+			`catalog.yaml:11: tables.orders.budget.per_user: must be a number, not the value "five"`},
+		{"budget missing", edit(budget+"\n", ""),
+			"catalog.yaml:5: tables.orders.budget: required"},
+		{"unknown source", edit("    source: main", "    source: mian"),
+			`catalog.yaml:6: tables.orders.source: unknown source "mian" (declared: main)`},
+		{"source required with two sources", strings.Replace(edit("    source: main\n", ""), "  main: {driver: sqlite, path: shop.sqlite}", "  main: {driver: sqlite, path: shop.sqlite}\n  other: {driver: sqlite, path: o.sqlite}", 1),
+			"catalog.yaml:6: tables.orders.source: required when the catalog declares several sources (main, other)"},
+		{"source_table", edit("source_table: raw_orders", "source_table: raw orders"),
+			`catalog.yaml:7: tables.orders.source_table: invalid table name "raw orders": use letters, digits and underscores, optionally qualified as schema.table`},
+		{"driver", edit("driver: sqlite", "driver: oracle"),
+			`catalog.yaml:3: sources.main.driver: must be sqlite (got "oracle")`},
+		{"source path missing", edit("{driver: sqlite, path: shop.sqlite}", "{driver: sqlite}"),
+			"catalog.yaml:3: sources.main.path: required"},
+		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
+			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns)"},
+		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
+			"catalog.yaml:4: tables: at least one table is required"},
+		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
+			"catalog.yaml:4: tables: at least one table is required"},
+		{"budget empty", edit(budget, "    budget:"),
+			"catalog.yaml:9: tables.orders.budget.total: required\n" +
+				"catalog.yaml:9: tables.orders.budget.per_user: required\n" +
+				"catalog.yaml:9: tables.orders.budget.default_per_query: required\n" +
+				"catalog.yaml:9: tables.orders.budget.delta: required when noise is gaussian"},
+		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
+			"catalog.yaml:1: tables: at least one table is required"},
+		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users)\n" +
+				"catalog.yaml:1: database: required"},
+		{"role", edit("role: analyst", "role: admin"),
+			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},
+		{"role missing", edit(", role: analyst", ""),
+			"catalog.yaml:17: users.alice.role: required"},
+		{"both passwords", edit("{password: secret,", "{password: secret, password_hash: \"*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19\","),
+			"catalog.yaml:17: users.alice: give password or password_hash, not both"},
+		{"no password", edit("{password: secret, ", "{"),
+			"catalog.yaml:17: users.alice: password or password_hash is required"},
+		{"empty password", edit("password: secret", `password: ""`),
+			"catalog.yaml:17: users.alice.password: must not be empty"},
+		{"bad hash", edit("*2470c0c06dee42fd1618bb99005adca2ec9d1e19", "2470c0c06dee42fd1618bb99005adca2ec9d1e19"),
+			`catalog.yaml:18: users.Carol.password_hash: must be "*" followed by 40 hex digits (the mysql_native_password hash, as in mysql.user.authentication_string)`},
+		{"duplicate user", edit("  Carol:", "  alice:"),
+			"catalog.yaml:18: users.alice: duplicate key (first at line 17)"},
+		{"syntax", edit("      sex: {type: categorical, values: [Female, Male]}", "      sex: {type: categorical, values: [Female, Male}"),
+			"catalog.yaml:12: YAML syntax error: did not find expected ',' or ']'"},
+		{"empty", "# nothing\n",
+			"catalog.yaml:1: empty file: expected a mapping with database, sources, tables and users"},
+		{"not a mapping", "- a\n- b\n",
+			"catalog.yaml:1: must be a mapping (key: value, ...), not a list"},
+		{"two documents", valid + "---\ndatabase: x\n",
+			"catalog.yaml:19: a catalog file holds one YAML document; found a second one"},
+		{"syntax in block", "database: d\nsources:\n  m: {driver: sqlite, path: p}\n tables: x\n",
+			"catalog.yaml:4: YAML syntax error: did not find expected key"},
+		{"tab", "database: d\nsources:\n\tm: {driver: sqlite, path: p}\n",
+			"catalog.yaml:3: YAML syntax error: found character that cannot start any token"},
+		{"unknown alias", "database: *x\n",
+			"catalog.yaml: YAML syntax error: unknown anchor 'x' referenced"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("catalog.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error; catalog %+v\n%s", c, tc.yaml)
+			}
+			if c != nil {
+				t.Errorf("catalog returned with error")
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Errorf("error %T is not Errors", err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("got\n%s\nwant\n%s\nin\n%s", err, tc.want, tc.yaml)
+			}
+		})
+	}
+}
+
+func TestParseAliases(t *testing.T) {
+	c, err := Parse("a.yaml", []byte(`database: d
+sources: {m: {driver: sqlite, path: p}}
+tables:
+  t1:
+    budget: &b {total: 1, per_user: 1, default_per_query: 0.5}
+    columns: {c: &col {type: categorical, values: [x, y]}}
+  t2:
+    budget: *b
+    columns: {c: *col, d: *col}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tables) != 2 || c.Tables[1].Budget.DefaultPerQuery != 0.5 || len(c.Tables[1].Columns) != 2 || c.Tables[1].Columns[1].Name != "d" {
+		t.Errorf("aliases not resolved: %+v", c.Tables[1])
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(path, []byte(valid), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != path {
+		t.Errorf("path %q", c.Path)
+	}
+	if err := os.WriteFile(path, []byte(edit("width: 5", "width: 0")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || err.Error() != path+":11: tables.orders.columns.age.width: must be ≥ 1" {
+		t.Errorf("got %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	c := Demo()
+	if c.Path != DemoPath || c.Database != "demo" {
+		t.Errorf("path %q database %q", c.Path, c.Database)
+	}
+	if s := c.Sources["main"]; s == nil || s.Driver != "sqlite" || s.Path != "demo.sqlite" {
+		t.Errorf("source %+v", s)
+	}
+	if len(c.Tables) != 1 {
+		t.Fatalf("%d tables", len(c.Tables))
+	}
+	tb := c.Table("adult")
+	if tb == nil || tb.Source != "main" || tb.SourceTable != "adult" || tb.Noise != Laplace {
+		t.Fatalf("table %+v", tb)
+	}
+	if want := (Budget{Total: 100, PerUser: 20, DefaultPerQuery: 0.1, MaxPerQuery: 2}); tb.Budget != want {
+		t.Errorf("budget %+v", tb.Budget)
+	}
+	cat := func(vs ...string) *Column {
+		return &Column{Kind: Categorical, Values: vs, Null: PolicyDrop, OutOfDomain: PolicyDrop}
+	}
+	rng := func(lo, hi int64) *Column {
+		return &Column{Kind: IntegerRange, Min: lo, Max: hi, Width: 1, Null: PolicyDrop, OutOfDomain: PolicyClamp}
+	}
+	want := []struct {
+		name string
+		col  *Column
+	}{
+		{"age", rng(17, 90)},
+		{"workclass", cat("Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov", "Without-pay", "Never-worked")},
+		{"education", cat("Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th", "HS-grad", "Some-college",
+			"Assoc-voc", "Assoc-acdm", "Bachelors", "Masters", "Prof-school", "Doctorate")},
+		{"marital_status", cat("Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed", "Married-spouse-absent", "Married-AF-spouse")},
+		{"occupation", cat("Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty", "Handlers-cleaners",
+			"Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv", "Armed-Forces")},
+		{"race", cat("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black")},
+		{"sex", cat("Female", "Male")},
+		{"hours_per_week", rng(1, 99)},
+		{"income", cat("<=50K", ">50K")},
+	}
+	if len(tb.Columns) != len(want) {
+		t.Fatalf("%d columns, want %d", len(tb.Columns), len(want))
+	}
+	for i, w := range want {
+		w.col.Name = w.name
+		if !reflect.DeepEqual(tb.Columns[i], w.col) {
+			t.Errorf("column %d: got %+v, want %+v", i, *tb.Columns[i], *w.col)
+		}
+	}
+	users := map[string]Role{"analyst": RoleAnalyst, "auditor": RoleAuditor, "bob": RoleAnalyst}
+	if len(c.Users) != len(users) {
+		t.Errorf("%d users", len(c.Users))
+	}
+	for name, role := range users {
+		u := c.User(name)
+		if u == nil || u.Role != role || u.PasswordHash != NativePasswordHash(name) {
+			t.Errorf("user %s: %+v", name, u)
+		}
+	}
+	// Each call is a fresh copy.
+	c.Tables[0].Name = "changed"
+	if Demo().Tables[0].Name != "adult" {
+		t.Error("Demo returns shared state")
+	}
+}
