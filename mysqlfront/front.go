@@ -1,0 +1,434 @@
+// Package mysqlfront wires go-mysql-server (GMS) as dpproxy's MySQL protocol
+// front.
+//
+// Protected tables exist in GMS as schema only: an in-memory database named
+// catalog.Database with one table per protected table and no rows. Every
+// statement that touches a protected table is intercepted and handed to the
+// Backend (the engine); everything else — SHOW, SET, SELECT @@x,
+// information_schema, USE, ROLLBACK, COM_PING, COM_INIT_DB, COM_FIELD_LIST… —
+// is answered by GMS. Since GMS holds no rows, nothing it answers can reveal
+// protected data.
+//
+// Authentication is GMS's, narrowed to mysql_native_password against the
+// catalog's password hashes; unknown users and wrong passwords both get 1045.
+// Each catalog user may SELECT from the catalog database and
+// information_schema and set session and user variables, nothing else; the
+// GMS engine is read-only besides. Clients may switch to TLS (Config.TLS),
+// which can be required (Config.RequireTLS).
+//
+// Statement flow:
+//   - COM_QUERY without CLIENT_MULTI_STATEMENTS: the whole text is one
+//     statement; if Backend.Intercepts it, Backend.Answer gets it alone.
+//   - COM_QUERY with CLIENT_MULTI_STATEMENTS (mysql CLI, go-sql-driver with
+//     multiStatements=true): the text is split into statements; the maximal
+//     run of consecutive intercepted statements at the front is answered by
+//     ONE Backend.Answer call, a non-intercepted first statement goes alone to
+//     GMS. Execution stops at the first error, as in MySQL.
+//   - COM_STMT_PREPARE / COM_STMT_EXECUTE of an intercepted statement: prepare
+//     announces no result columns (the column definitions come with the
+//     execute response); execute substitutes the bound parameters as SQL
+//     literals for the `?` placeholders and calls Backend.Answer.
+//   - Statements for GMS first pass guard, which refuses what GMS v0.20.0
+//     would allow without MySQL's privilege checks (SET GLOBAL, LOAD_FILE,
+//     INTO OUTFILE, LOAD DATA) and SQL-level PREPARE/EXECUTE, which would run
+//     over the empty schema-only tables out of the Backend's sight.
+//
+// Errors: a *parser.Error from the Backend reaches the client with its code
+// and SQLSTATE; any other error, a panic included, becomes 3902 "internal
+// error; nothing was released" and is logged, never sent.
+//
+// Process-wide state: GMS keeps system variables and its logger (logrus)
+// globally, and vitess its logger. New sets the global secure_file_priv to a
+// path that cannot exist and routes the library logs into the most recent
+// Config.Logger; @@version_comment and @@version are set per session.
+package mysqlfront
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	sqle "github.com/dolthub/go-mysql-server"
+	"github.com/dolthub/go-mysql-server/memory"
+	"github.com/dolthub/go-mysql-server/server"
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/mysql_db"
+	"github.com/dolthub/go-mysql-server/sql/types"
+	"github.com/dolthub/vitess/go/mysql"
+	"github.com/dolthub/vitess/go/sqltypes"
+	querypb "github.com/dolthub/vitess/go/vt/proto/query"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/engine"
+)
+
+// VersionComment is the value of @@version_comment in every dpproxy session.
+const VersionComment = "dpproxy — differentially private MySQL proxy"
+
+// Backend answers the statements that touch protected tables. It is
+// implemented by engine.Engine.
+type Backend interface {
+	// Intercepts reports whether one statement (text as sent, may carry
+	// leading comments) must go to the backend: it references a protected
+	// table. The backend owns this decision.
+	Intercepts(stmt string) bool
+	// Answer answers a batch of consecutive intercepted statements of one
+	// request, in order: one *engine.Result per statement, or an error for
+	// the whole batch. A *parser.Error carries the MySQL code and SQLSTATE;
+	// any other error becomes code 3902 "internal error; nothing was
+	// released" for the client and is logged, never echoed.
+	Answer(ctx context.Context, s *engine.Session, stmts []string) ([]*engine.Result, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Catalog *catalog.Catalog
+	Backend Backend
+	// Address to listen on, e.g. "127.0.0.1:3306". Ignored when Listener is set.
+	Address string
+	// Listener, when set, is used instead of listening on Address (tests use
+	// one on a free port). Close closes it.
+	Listener net.Listener
+	// Version is the server version announced in the handshake and returned
+	// by @@version, e.g. "8.0.33-dpproxy". Empty keeps GMS's default.
+	Version string
+	// Logger receives dpproxy's logs and, routed, those of go-mysql-server
+	// and vitess. nil means slog.Default().
+	Logger *slog.Logger
+	// TLS, when set, lets clients switch to TLS (mysql --ssl, DSN tls=...).
+	TLS *tls.Config
+	// RequireTLS refuses clients that do not switch to TLS; it needs TLS.
+	RequireTLS bool
+}
+
+// Server is a running MySQL front.
+type Server struct {
+	log        *slog.Logger
+	version    string
+	requireTLS bool
+	listener   net.Listener
+	engine     *sqle.Engine
+	gms        *server.Server
+	icpt       *interceptor
+
+	mu        sync.Mutex
+	conns     map[uint32]*mysql.Conn
+	closed    bool
+	closeOnce sync.Once
+}
+
+// New builds the schema-only database and the users from the catalog and
+// starts listening (so Addr is known), but does not accept connections
+// until Start.
+func New(cfg Config) (*Server, error) {
+	if cfg.Catalog == nil {
+		return nil, errors.New("mysqlfront: no catalog")
+	}
+	if cfg.Backend == nil {
+		return nil, errors.New("mysqlfront: no backend")
+	}
+	if cfg.Catalog.Database == "" {
+		return nil, errors.New("mysqlfront: catalog has no database name")
+	}
+	if cfg.RequireTLS && cfg.TLS == nil {
+		return nil, errors.New("mysqlfront: RequireTLS without a TLS configuration")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "mysqlfront")
+	routeLibraryLogs(log)
+
+	// GMS checks no FILE privilege: LOAD_FILE, INTO OUTFILE and LOAD DATA are
+	// limited only by secure_file_priv ("" = anywhere). guard refuses them;
+	// as a second lock, secure_file_priv names a directory that cannot exist.
+	// It is a process-wide GMS global, read-only for clients.
+	if err := sql.SystemVariables.AssignValues(map[string]any{"secure_file_priv": noFileAccess}); err != nil {
+		return nil, fmt.Errorf("mysqlfront: secure_file_priv: %w", err)
+	}
+	pro, err := schemaOnlyDatabase(cfg.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	eng := sqle.NewDefault(pro)
+	// Nothing may ever be written to the schema-only database; the users'
+	// grants already say so, read-only mode is a second lock.
+	eng.ReadOnly.Store(true)
+	if err := addUsers(eng.Analyzer.Catalog.MySQLDb, cfg.Catalog); err != nil {
+		return nil, err
+	}
+
+	l := cfg.Listener
+	if l == nil {
+		if l, err = net.Listen("tcp", cfg.Address); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{
+		log:        log,
+		version:    cfg.Version,
+		requireTLS: cfg.RequireTLS,
+		listener:   l,
+		engine:     eng,
+		conns:      map[uint32]*mysql.Conn{},
+	}
+	s.icpt = &interceptor{backend: cfg.Backend, log: log}
+	var chain server.InterceptorChain
+	chain.WithInterceptor(s.icpt)
+	gcfg := server.Config{
+		Protocol:               "tcp",
+		Address:                l.Addr().String(),
+		Listener:               l,
+		Version:                cfg.Version,
+		TLSConfig:              cfg.TLS.Clone(),
+		RequireSecureTransport: cfg.RequireTLS,
+		Options:                []server.Option{chain.Option(), s.trackConnections},
+		ProtocolListenerFactory: func(c server.Config, lc mysql.ListenerConfig, sel server.ServerEventListener) (server.ProtocolListener, error) {
+			lc.AuthServer = nativeAuth{lc.AuthServer}
+			return server.MySQLProtocolListenerFactory(c, lc, sel)
+		},
+	}
+	base := memory.NewSessionBuilder(pro)
+	s.gms, err = server.NewServer(gcfg, eng, sql.NewContext, s.sessionBuilder(base), nil)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	s.icpt.sm = s.gms.SessionManager()
+	return s, nil
+}
+
+// Start accepts connections until Close; it blocks.
+func (s *Server) Start() error {
+	return s.gms.Start()
+}
+
+// Close stops accepting connections and closes the open ones.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.gms.Close() // closes the listener
+		s.mu.Lock()
+		s.closed = true
+		conns := make([]*mysql.Conn, 0, len(s.conns))
+		for _, c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		if err := s.engine.Close(); err != nil {
+			s.log.Debug("closing go-mysql-server engine", "err", err)
+		}
+	})
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// sessionBuilder makes GMS sessions carrying dpproxy's @@version_comment and
+// @@version. They are set per session (InitSessionVariable may initialise
+// read-only variables) so that GMS's process-wide globals stay untouched;
+// @@global.version_comment therefore still shows GMS's default.
+func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilder {
+	return func(ctx context.Context, conn *mysql.Conn, addr string) (sql.Session, error) {
+		sess, err := base(ctx, conn, addr)
+		if err != nil {
+			return nil, err
+		}
+		sctx := sql.NewContext(ctx, sql.WithSession(sess))
+		if err := sess.InitSessionVariable(sctx, "version_comment", VersionComment); err != nil {
+			s.log.Warn("setting @@version_comment", "err", err)
+		}
+		if s.version != "" {
+			if err := sess.InitSessionVariable(sctx, "version", s.version); err != nil {
+				s.log.Warn("setting @@version", "err", err)
+			}
+		}
+		return sess, nil
+	}
+}
+
+// trackConnections is a server.Option wrapping the handler: it knows the
+// open connections, so that Close can close them, and enforces RequireTLS.
+func (s *Server) trackConnections(e *sqle.Engine, sm *server.SessionManager, h mysql.Handler) (*sqle.Engine, *server.SessionManager, mysql.Handler) {
+	return e, sm, &connHandler{Handler: h, s: s}
+}
+
+type connHandler struct {
+	mysql.Handler
+	s *Server
+}
+
+func (h *connHandler) NewConnection(c *mysql.Conn) {
+	h.s.mu.Lock()
+	closed := h.s.closed
+	if !closed {
+		h.s.conns[c.ConnectionID] = c
+	}
+	h.s.mu.Unlock()
+	h.Handler.NewConnection(c)
+	if closed {
+		c.Close()
+	}
+}
+
+func (h *connHandler) ConnectionClosed(c *mysql.Conn) {
+	h.s.mu.Lock()
+	delete(h.s.conns, c.ConnectionID)
+	h.s.mu.Unlock()
+	h.Handler.ConnectionClosed(c)
+}
+
+// insecure enforces RequireTLS. vitess's RequireSecureTransport only sends
+// the client an error packet and then carries on with the connection, so a
+// client that ignores it would be served: here every command of a clear-text
+// connection is refused and the connection closed.
+func (h *connHandler) insecure(c *mysql.Conn) error {
+	if !h.s.requireTLS || c.TLSEnabled() {
+		return nil
+	}
+	c.Close()
+	return mysql.NewSQLError(mysql.ERAccessDeniedError, mysql.SSAccessDeniedError, "dpproxy requires TLS; connect with SSL/TLS")
+}
+
+func (h *connHandler) ComInitDB(c *mysql.Conn, schemaName string) error {
+	if err := h.insecure(c); err != nil {
+		return err
+	}
+	return h.Handler.ComInitDB(c, schemaName)
+}
+
+func (h *connHandler) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
+	if err := h.insecure(c); err != nil {
+		return err
+	}
+	return h.Handler.ComQuery(ctx, c, query, callback)
+}
+
+func (h *connHandler) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
+	if err := h.insecure(c); err != nil {
+		return "", err
+	}
+	return h.Handler.ComMultiQuery(ctx, c, query, callback)
+}
+
+func (h *connHandler) ComPrepare(ctx context.Context, c *mysql.Conn, query string, prepare *mysql.PrepareData) ([]*querypb.Field, error) {
+	if err := h.insecure(c); err != nil {
+		return nil, err
+	}
+	return h.Handler.ComPrepare(ctx, c, query, prepare)
+}
+
+func (h *connHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
+	if err := h.insecure(c); err != nil {
+		return err
+	}
+	return h.Handler.ComStmtExecute(ctx, c, prepare, callback)
+}
+
+func (h *connHandler) ComResetConnection(c *mysql.Conn) error {
+	if err := h.insecure(c); err != nil {
+		return err
+	}
+	return h.Handler.ComResetConnection(c)
+}
+
+// schemaOnlyDatabase is the GMS database clients browse: the protected
+// tables' columns, no rows.
+func schemaOnlyDatabase(cat *catalog.Catalog) (*memory.DbProvider, error) {
+	db := memory.NewDatabase(cat.Database)
+	for _, t := range cat.Tables {
+		if len(t.Columns) == 0 {
+			return nil, fmt.Errorf("mysqlfront: table %s has no columns", t.Name)
+		}
+		var schema sql.Schema
+		for _, c := range t.Columns {
+			typ, err := columnType(c.SQLType())
+			if err != nil {
+				return nil, fmt.Errorf("mysqlfront: %s.%s: %w", t.Name, c.Name, err)
+			}
+			schema = append(schema, &sql.Column{
+				Name:           c.Name,
+				Type:           typ,
+				Nullable:       true,
+				Source:         t.Name,
+				DatabaseSource: cat.Database,
+			})
+		}
+		db.AddTable(t.Name, memory.NewTable(db, t.Name, sql.NewPrimaryKeySchema(schema), db.GetForeignKeyCollection()))
+	}
+	return memory.NewDBProvider(db), nil
+}
+
+func columnType(sqlType string) (sql.Type, error) {
+	switch sqlType {
+	case "varchar(255)":
+		return types.MustCreateStringWithDefaults(sqltypes.VarChar, 255), nil
+	case "bigint":
+		return types.Int64, nil
+	case "double":
+		return types.Float64, nil
+	}
+	return nil, fmt.Errorf("unsupported column type %q", sqlType)
+}
+
+// addUsers enables GMS's user table and adds the catalog's users with their
+// mysql_native_password hashes. Each may SELECT from the catalog database
+// and information_schema; setting session and user variables needs no grant.
+// There is no root account: only catalog users can log in.
+func addUsers(mdb *mysql_db.MySQLDb, cat *catalog.Catalog) error {
+	mdb.SetEnabled(true)
+	ed := mdb.Editor()
+	defer ed.Close()
+	for _, u := range cat.Users {
+		if u.Name == "" {
+			return errors.New("mysqlfront: a catalog user has no name")
+		}
+		if u.PasswordHash != "" && !validNativeHash(u.PasswordHash) {
+			return fmt.Errorf("mysqlfront: user %s: password hash is not a mysql_native_password hash (\"*\" + 40 hex digits)", u.Name)
+		}
+		privs := mysql_db.NewPrivilegeSet()
+		privs.AddDatabase(cat.Database, sql.PrivilegeType_Select)
+		privs.AddDatabase("information_schema", sql.PrivilegeType_Select)
+		ed.PutUser(&mysql_db.User{
+			User:                u.Name,
+			Host:                "%",
+			PrivilegeSet:        privs,
+			Plugin:              string(mysql.MysqlNativePassword),
+			AuthString:          strings.ToUpper(u.PasswordHash),
+			PasswordLastChanged: time0,
+			IsEphemeral:         true, // never persisted
+		})
+	}
+	return nil
+}
+
+// noFileAccess is the secure_file_priv directory: below /dev/null, so it can
+// never be created.
+var noFileAccess = filepath.Join(os.DevNull, "dpproxy-no-file-access")
+
+// time0 is the password change time recorded for catalog users.
+var time0 = time.Unix(1, 0).UTC()
+
+func validNativeHash(h string) bool {
+	if len(h) != 41 || h[0] != '*' {
+		return false
+	}
+	for _, r := range h[1:] {
+		if !(r >= '0' && r <= '9' || r >= 'A' && r <= 'F' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
