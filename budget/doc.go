@@ -1,0 +1,40 @@
+// Package budget owns privacy accounting (pure ε-DP and ρ-zCDP), the ledger
+// storage, its hash chain and its verification. It knows no SQL of the
+// analysts: callers hand it costs, user and table names, and a digest of
+// the query texts.
+//
+// # Accounting
+//
+// accountant.go is the one place where privacy units are converted. A spend
+// is a [Cost]: a pure-ε part (Laplace, exponential mechanism) and a ρ-zCDP
+// part (Gaussian), each composed by addition. Only when a total is compared
+// with a limit is it converted to ε at the limit's δ, by [EpsilonFor].
+// Converting the composed total once is tighter than adding per-release
+// (ε, δ) values. Entries record ε and ρ, not δ: δ belongs to the limit.
+//
+// # Ledger
+//
+// The [Ledger] is an append-only table in its own SQLite file (WAL,
+// synchronous=FULL). Every entry carries the SHA-256 of a canonical encoding
+// of its fields and of the previous entry's hash, so that editing, deleting,
+// reordering or inserting entries breaks the chain; a one-row head table,
+// written in the same transaction as each entry, records the number of
+// entries and the last hash, so that a truncated tail is detected too. A
+// spent table, also written in that transaction, keeps each scope's total so
+// that [Ledger.Charge] costs the same however long the ledger grows;
+// [Ledger.Verify] and [Ledger.Budgets] recompute everything from the entries.
+// See [Ledger.Verify] for what is and is not detected, and [Ledger.SignHead]
+// for anchoring the chain outside the file.
+//
+// # Files and concurrency
+//
+// Beside the ledger file SQLite keeps "-wal" and "-shm" files, and the
+// package an empty "-lock" file, flock(2)ed around each write so that
+// waiting writers sleep in the kernel instead of polling (an optimisation;
+// see writerLock). Any number of Ledgers, in one process or several, may
+// share the file: each charge is one BEGIN IMMEDIATE transaction, which
+// reads the spends and appends the entry under the database write lock, so
+// two charges can never both pass a check that only one of them fits. A
+// charge is committed, and with synchronous=FULL on disk, before Charge
+// returns; a crash afterwards can lose an answer, never the accounting.
+package budget

@@ -1,0 +1,44 @@
+package budget
+
+import "fmt"
+
+// ExceededError is returned by [Ledger.Charge] when a charge would overspend
+// a limit. Nothing was appended. All amounts are ε at Limit.Delta.
+type ExceededError struct {
+	Limit     Limit   // the first limit (in the order given) that would be exceeded
+	Spent     float64 // ε already spent in the limit's scope
+	Requested float64 // ε of this charge on its own
+	Remaining float64 // Limit.Epsilon − Spent, never negative
+}
+
+func (e *ExceededError) Error() string {
+	var who string
+	switch e.Limit.Scope {
+	case ScopeUserTable:
+		who = fmt.Sprintf("user %s on table %s", e.Limit.User, e.Limit.Table)
+	case ScopeTable:
+		who = fmt.Sprintf("table %s (all users)", e.Limit.Table)
+	case ScopeUser:
+		who = fmt.Sprintf("user %s (all tables)", e.Limit.User)
+	default:
+		who = fmt.Sprintf("scope %q", e.Limit.Scope)
+	}
+	return fmt.Sprintf("privacy budget exceeded for %s: requested ε=%.6g, remaining ε=%.6g",
+		who, e.Requested, e.Remaining)
+}
+
+// TamperError is returned by [Ledger.Verify] when the ledger is not what
+// this package wrote. Seq names the first entry found bad; it is 0 when the
+// problem is not one entry's (the head row is missing, or the spent
+// aggregate disagrees with the entries).
+type TamperError struct {
+	Seq    int64
+	Reason string
+}
+
+func (e *TamperError) Error() string {
+	if e.Seq == 0 {
+		return "ledger verification failed: " + e.Reason
+	}
+	return fmt.Sprintf("ledger verification failed at entry %d: %s", e.Seq, e.Reason)
+}

@@ -1,0 +1,505 @@
+package budget
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Entry kinds.
+const (
+	KindCharge = "charge" // a measurement that spent budget
+	KindReuse  = "reuse"  // a stored answer re-released; costs nothing
+	KindLimits = "limits" // a catalog budget change; costs nothing
+)
+
+// Limit scopes.
+const (
+	ScopeUserTable = "user_table" // one user on one table (User and Table set)
+	ScopeTable     = "table"      // one table, all users together (Table set)
+	ScopeUser      = "user"       // one user across all tables (User set)
+)
+
+// relTol is the relative slack allowed when comparing a spend with a limit:
+// a charge is refused only if ε(after) > Limit.Epsilon·(1+relTol). Floating
+// point sums drift by a few ulps (ten charges of 0.1 add up to
+// 0.9999999999999999 and 0.7+0.2+0.1 to 1.0000000000000002), and an analyst
+// who was told "ten queries at ε=0.1" must get ten. The slack lets at most a
+// billionth of a limit be overspent.
+const relTol = 1e-9
+
+// genesisHash is the PrevHash of the first entry.
+const genesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// timeLayout is RFC 3339 in UTC with exactly nine fractional digits. It is
+// fixed width, so stored times sort as text, and it is what the hash covers.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// Limit is a budget in ε at Delta (δ is used only to convert a ρ-zCDP part;
+// it may be 0 where only pure ε is ever spent). A limit of 0 refuses every
+// charge with a positive cost.
+type Limit struct {
+	Scope   string // ScopeUserTable (User+Table), ScopeTable (Table), ScopeUser (User)
+	User    string
+	Table   string
+	Epsilon float64
+	Delta   float64
+}
+
+// Charge describes one release: who, on which tables, how, and at what cost.
+type Charge struct {
+	User        string   `json:"user"`
+	ConnID      uint32   `json:"conn_id"`
+	Tables      []string `json:"tables"` // stored sorted, without duplicates
+	Mechanism   string   `json:"mechanism"`
+	Strategy    string   `json:"strategy"`
+	Cost        Cost     `json:"cost"`
+	QueryDigest string   `json:"query_digest"` // hex SHA-256 of the normalised query texts (computed by the caller)
+}
+
+// Entry is one ledger entry. Hash is the SHA-256 of the entry's canonical
+// encoding (see hashEntry), which includes PrevHash, the previous entry's
+// Hash (64 zeros for the first entry).
+type Entry struct {
+	Seq  int64     `json:"seq"` // 1, 2, 3, ... without gaps
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"` // KindCharge, KindReuse or KindLimits
+	Charge
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
+}
+
+// Filter selects entries for [Ledger.Entries]. Zero fields select everything.
+type Filter struct {
+	User  string    // only entries of this user
+	Table string    // only entries touching this table
+	Since time.Time // only entries at or after this time
+	Limit int       // if > 0, only the newest Limit matching entries
+}
+
+// SpentRow is what one scope has spent, recomputed from the entries. User ""
+// is a table's total over all users; Table "" is a user's total over all
+// tables; both set is one user on one table.
+type SpentRow struct {
+	User  string `json:"user"`
+	Table string `json:"table"`
+	Cost  Cost   `json:"cost"`
+}
+
+// Charge appends one "charge" entry for c if every limit still holds after
+// it, all in one serialised write transaction: each limit's scope has its
+// spent total (kept in an aggregate table, so this is O(1) in the number of
+// entries) plus c.Cost converted with EpsilonFor at the limit's Delta, and
+// compared with the limit (with a relative slack of 1e-9, see relTol).
+//
+// If a limit would be exceeded nothing is appended and the error is an
+// *ExceededError. Every limit must concern the charge (its user and/or one
+// of its tables); a limit that does not is a caller error. When Charge
+// returns nil the entry is committed and, by synchronous=FULL, on disk.
+func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, error) {
+	c, err := normaliseCharge(c, true)
+	if err != nil {
+		return Entry{}, fmt.Errorf("budget: charge: %w", err)
+	}
+	for _, lim := range limits {
+		if err := checkLimit(lim, c); err != nil {
+			return Entry{}, fmt.Errorf("budget: charge: %w", err)
+		}
+	}
+	scopes := scopesOf(c)
+	// Without the lock, while waiting for it: a refusal in any snapshot
+	// stands, since spends only grow. Read errors are left to the locked path.
+	refuse := func(ctx context.Context) error {
+		cur, err := spentOf(ctx, l.db, scopes)
+		if err != nil {
+			return nil
+		}
+		return checkLimits(c, limits, cur)
+	}
+	var out Entry
+	err = l.write(ctx, func(tx *sql.Tx) error {
+		cur, err := spentOf(ctx, tx, scopes)
+		if err != nil {
+			return err
+		}
+		if err := checkLimits(c, limits, cur); err != nil {
+			return err
+		}
+		e, err := l.appendEntry(ctx, tx, KindCharge, c)
+		if err != nil {
+			return err
+		}
+		q := "INSERT INTO spent (user_name, table_name, epsilon, rho) VALUES "
+		args := make([]any, 0, 4*len(scopes))
+		for i, k := range scopes {
+			if i > 0 {
+				q += ", "
+			}
+			q += "(?, ?, ?, ?)"
+			n := cur[k].Add(c.Cost)
+			args = append(args, k.user, k.table, n.Epsilon, n.Rho)
+		}
+		q += " ON CONFLICT (user_name, table_name) DO UPDATE SET epsilon = excluded.epsilon, rho = excluded.rho"
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("update spent: %w", err)
+		}
+		out = e
+		return nil
+	}, refuse)
+	if err != nil {
+		var ex *ExceededError
+		if errors.As(err, &ex) {
+			l.log.DebugContext(ctx, "charge refused", "user", c.User, "tables", c.Tables, "err", ex.Error())
+			return Entry{}, ex
+		}
+		return Entry{}, fmt.Errorf("budget: charge: %w", err)
+	}
+	l.log.DebugContext(ctx, "charged", "seq", out.Seq, "user", c.User, "tables", c.Tables,
+		"epsilon", c.Cost.Epsilon, "rho", c.Cost.Rho)
+	return out, nil
+}
+
+// Record appends a zero-cost entry of the given kind, KindReuse (a stored
+// answer re-released) or KindLimits (a catalog budget change), on the same
+// hash chain as the charges. c.Cost must be zero; User and Tables may be
+// empty.
+func (l *Ledger) Record(ctx context.Context, kind string, c Charge) (Entry, error) {
+	if kind != KindReuse && kind != KindLimits {
+		return Entry{}, fmt.Errorf("budget: record: kind %q is not %q or %q", kind, KindReuse, KindLimits)
+	}
+	c, err := normaliseCharge(c, false)
+	if err != nil {
+		return Entry{}, fmt.Errorf("budget: record: %w", err)
+	}
+	if !c.Cost.IsZero() {
+		return Entry{}, fmt.Errorf("budget: record: a %s entry costs nothing, got ε=%g ρ=%g (use Charge)", kind, c.Cost.Epsilon, c.Cost.Rho)
+	}
+	var out Entry
+	err = l.write(ctx, func(tx *sql.Tx) error {
+		e, err := l.appendEntry(ctx, tx, kind, c)
+		out = e
+		return err
+	}, nil)
+	if err != nil {
+		return Entry{}, fmt.Errorf("budget: record: %w", err)
+	}
+	return out, nil
+}
+
+// appendEntry writes the next entry of the chain and moves the head, inside
+// the caller's write transaction.
+func (l *Ledger) appendEntry(ctx context.Context, tx *sql.Tx, kind string, c Charge) (Entry, error) {
+	var seq int64
+	var prev string
+	var last sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT h.seq, h.hash, (SELECT time FROM entries WHERE seq = h.seq)
+		FROM head h WHERE h.id = 1`).Scan(&seq, &prev, &last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Entry{}, errors.New("ledger head row is missing (run verification)")
+	case err != nil:
+		return Entry{}, fmt.Errorf("read head: %w", err)
+	}
+	// Times never go backwards along the chain, even if the clocks of
+	// processes sharing the file disagree.
+	now := time.Now().UTC().Round(0)
+	if last.Valid {
+		if t, err := time.Parse(time.RFC3339Nano, last.String); err == nil && t.After(now) {
+			now = t.UTC()
+		}
+	}
+	e := Entry{Seq: seq + 1, Time: now, Kind: kind, Charge: c, PrevHash: prev}
+	ts := e.Time.Format(timeLayout)
+	e.Hash = hashEntry(&e, ts)
+	tables, err := json.Marshal(tablesOrEmpty(c.Tables))
+	if err != nil {
+		return Entry{}, fmt.Errorf("encode tables: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO entries
+		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Seq, ts, e.Kind, c.User, int64(c.ConnID), string(tables), c.Mechanism, c.Strategy,
+		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash); err != nil {
+		return Entry{}, fmt.Errorf("insert entry %d: %w", e.Seq, err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE head SET seq = ?, hash = ? WHERE id = 1", e.Seq, e.Hash); err != nil {
+		return Entry{}, fmt.Errorf("update head: %w", err)
+	}
+	return e, nil
+}
+
+// Spent returns what has been spent in one scope, from the aggregate table:
+// user "" gives a table's total over all users, table "" a user's total
+// over all tables, both set one user on one table.
+func (l *Ledger) Spent(ctx context.Context, user, table string) (Cost, error) {
+	if user == "" && table == "" {
+		return Cost{}, errors.New("budget: spent: user or table must be given")
+	}
+	var c Cost
+	err := l.db.QueryRowContext(ctx, "SELECT epsilon, rho FROM spent WHERE user_name = ? AND table_name = ?",
+		user, table).Scan(&c.Epsilon, &c.Rho)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Cost{}, nil
+	}
+	if err != nil {
+		return Cost{}, fmt.Errorf("budget: spent: %w", err)
+	}
+	return c, nil
+}
+
+const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash`
+
+// Entries returns the entries selected by f in ascending Seq order.
+func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
+	var where []string
+	var args []any
+	if f.User != "" {
+		where = append(where, "user_name = ?")
+		args = append(args, f.User)
+	}
+	if f.Table != "" {
+		where = append(where, "EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)")
+		args = append(args, f.Table)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time >= ?")
+		args = append(args, f.Since.UTC().Format(timeLayout))
+	}
+	q := "SELECT " + entryColumns + " FROM entries"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Limit > 0 {
+		q += " ORDER BY seq DESC LIMIT ?"
+		args = append(args, f.Limit)
+	} else {
+		q += " ORDER BY seq"
+	}
+	var out []Entry
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		return scanEntries(ctx, tx, q, args, func(e Entry, _ string) error {
+			out = append(out, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budget: entries: %w", err)
+	}
+	if f.Limit > 0 {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// Budgets recomputes, from the entries alone, what every scope has spent:
+// each (user, table), each table over all users (User ""), and each user
+// over all tables (Table ""). Rows are sorted by Table, then User.
+func (l *Ledger) Budgets(ctx context.Context) ([]SpentRow, error) {
+	var sum map[scope]Cost
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		sum = map[scope]Cost{}
+		return scanEntries(ctx, tx, "SELECT "+entryColumns+" FROM entries ORDER BY seq", nil, func(e Entry, _ string) error {
+			accumulate(sum, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budget: budgets: %w", err)
+	}
+	out := make([]SpentRow, 0, len(sum))
+	for k, c := range sum {
+		out = append(out, SpentRow{User: k.user, Table: k.table, Cost: c})
+	}
+	slices.SortFunc(out, func(a, b SpentRow) int {
+		if c := strings.Compare(a.Table, b.Table); c != 0 {
+			return c
+		}
+		return strings.Compare(a.User, b.User)
+	})
+	return out, nil
+}
+
+// accumulate adds a charge entry's cost to every scope it touches. Entries
+// are replayed in Seq order, the order in which Charge added them to the
+// aggregate, so the float64 sums agree bit for bit.
+func accumulate(sum map[scope]Cost, e Entry) {
+	if e.Kind != KindCharge {
+		return
+	}
+	for _, k := range scopesOf(e.Charge) {
+		sum[k] = sum[k].Add(e.Cost)
+	}
+}
+
+// scopesOf lists the aggregate keys a charge adds to: (user, t) and ("", t)
+// for each of its tables, and (user, "").
+func scopesOf(c Charge) []scope {
+	out := make([]scope, 0, 2*len(c.Tables)+1)
+	for _, t := range c.Tables {
+		out = append(out, scope{c.User, t}, scope{"", t})
+	}
+	return append(out, scope{c.User, ""})
+}
+
+func limitScope(lim Limit) scope {
+	switch lim.Scope {
+	case ScopeUserTable:
+		return scope{lim.User, lim.Table}
+	case ScopeTable:
+		return scope{"", lim.Table}
+	default:
+		return scope{lim.User, ""}
+	}
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// spentOf reads the aggregate of the given scopes (absent ones are zero).
+func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, error) {
+	where := make([]string, len(scopes))
+	args := make([]any, 0, 2*len(scopes))
+	for i, k := range scopes {
+		where[i] = "(user_name = ? AND table_name = ?)"
+		args = append(args, k.user, k.table)
+	}
+	rows, err := q.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho FROM spent WHERE "+
+		strings.Join(where, " OR "), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read spent: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[scope]Cost, len(scopes))
+	for rows.Next() {
+		var k scope
+		var c Cost
+		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho); err != nil {
+			return nil, fmt.Errorf("read spent: %w", err)
+		}
+		out[k] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read spent: %w", err)
+	}
+	return out, nil
+}
+
+// checkLimits returns an *ExceededError for the first limit that c would
+// exceed on top of the spends in cur, or nil.
+func checkLimits(c Charge, limits []Limit, cur map[scope]Cost) error {
+	for _, lim := range limits {
+		s := cur[limitScope(lim)]
+		after := EpsilonFor(s.Add(c.Cost), lim.Delta)
+		if math.IsInf(after, 1) {
+			return fmt.Errorf("limit %s (user %q, table %q) has δ=%g: a ρ-zCDP spend needs δ in (0,1)",
+				lim.Scope, lim.User, lim.Table, lim.Delta)
+		}
+		if after > lim.Epsilon*(1+relTol) {
+			spent := EpsilonFor(s, lim.Delta)
+			remaining := lim.Epsilon - spent
+			if remaining <= lim.Epsilon*relTol {
+				remaining = 0 // within the slack: nothing left worth reporting
+			}
+			return &ExceededError{
+				Limit:     lim,
+				Spent:     spent,
+				Requested: EpsilonFor(c.Cost, lim.Delta),
+				Remaining: remaining,
+			}
+		}
+	}
+	return nil
+}
+
+// checkLimit rejects malformed limits and limits that do not concern c.
+func checkLimit(lim Limit, c Charge) error {
+	if math.IsNaN(lim.Epsilon) || lim.Epsilon < 0 {
+		return fmt.Errorf("limit %s: ε=%g must be a non-negative number", lim.Scope, lim.Epsilon)
+	}
+	if math.IsNaN(lim.Delta) || lim.Delta < 0 || lim.Delta >= 1 {
+		return fmt.Errorf("limit %s: δ=%g must be in [0,1)", lim.Scope, lim.Delta)
+	}
+	userOK := lim.User != "" && lim.User == c.User
+	tableOK := lim.Table != "" && slices.Contains(c.Tables, lim.Table)
+	var ok bool
+	switch lim.Scope {
+	case ScopeUserTable:
+		ok = userOK && tableOK
+	case ScopeTable:
+		ok = tableOK && lim.User == ""
+	case ScopeUser:
+		ok = userOK && lim.Table == ""
+	default:
+		return fmt.Errorf("limit scope %q is not %q, %q or %q", lim.Scope, ScopeUserTable, ScopeTable, ScopeUser)
+	}
+	if !ok {
+		return fmt.Errorf("limit %s (user %q, table %q) does not concern a charge of user %q on tables %v",
+			lim.Scope, lim.User, lim.Table, c.User, c.Tables)
+	}
+	return nil
+}
+
+// normaliseCharge validates c and puts it in its stored form: tables sorted
+// without duplicates (nil if none), the digest in lower case, -0 costs as 0.
+// A charge (as opposed to a zero-cost record) needs a user and a table.
+func normaliseCharge(c Charge, charging bool) (Charge, error) {
+	for _, f := range [...]struct{ name, s string }{{"user", c.User}, {"mechanism", c.Mechanism}, {"strategy", c.Strategy}} {
+		if !utf8.ValidString(f.s) {
+			return Charge{}, fmt.Errorf("%s is not valid UTF-8", f.name)
+		}
+	}
+	if charging && c.User == "" {
+		return Charge{}, errors.New("a charge needs a user")
+	}
+	tables := make([]string, 0, len(c.Tables))
+	for _, t := range c.Tables {
+		if t == "" || !utf8.ValidString(t) {
+			return Charge{}, fmt.Errorf("table name %q is empty or not valid UTF-8", t)
+		}
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	tables = slices.Compact(tables)
+	if len(tables) == 0 {
+		if charging {
+			return Charge{}, errors.New("a charge needs at least one table")
+		}
+		tables = nil
+	}
+	c.Tables = tables
+	if c.QueryDigest != "" {
+		c.QueryDigest = strings.ToLower(c.QueryDigest)
+		if b, err := hex.DecodeString(c.QueryDigest); err != nil || len(b) != 32 {
+			return Charge{}, fmt.Errorf("query digest %q is not a hex SHA-256", c.QueryDigest)
+		}
+	}
+	for _, f := range [...]struct {
+		name string
+		p    *float64
+	}{{"ε", &c.Cost.Epsilon}, {"ρ", &c.Cost.Rho}} {
+		if math.IsNaN(*f.p) || math.IsInf(*f.p, 0) || *f.p < 0 {
+			return Charge{}, fmt.Errorf("cost %s=%g must be finite and non-negative", f.name, *f.p)
+		}
+		if *f.p == 0 {
+			*f.p = 0 // -0 has other bits
+		}
+	}
+	return c, nil
+}
+
+func tablesOrEmpty(t []string) []string {
+	if t == nil {
+		return []string{}
+	}
+	return t
+}

@@ -1,0 +1,380 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// busyTimeout is how long an operation waits for another connection or
+// process holding a lock on the ledger before it fails.
+const busyTimeout = 10 * time.Second
+
+// schemaVersion is stored in PRAGMA user_version.
+const schemaVersion = 1
+
+// Ledger is the privacy ledger: an append-only, hash-chained table in its own
+// SQLite file. It is safe for concurrent use, and several Ledgers (in one
+// process or several) may share a file: every write is one BEGIN IMMEDIATE
+// transaction, which SQLite serialises across connections and processes.
+type Ledger struct {
+	// db reads: deferred (snapshot) transactions, waiting up to busyTimeout
+	// in SQLite's busy handler.
+	db *sql.DB
+	// wdb writes, on one connection: BEGIN IMMEDIATE, and no busy handler;
+	// write retries by itself (see write).
+	wdb *sql.DB
+	log *slog.Logger
+	// wmu serialises this Ledger's writes: its own goroutines queue here
+	// (honouring their contexts), then take flock against other Ledgers and
+	// processes. Close takes it for good.
+	wmu   chan struct{}
+	flock *writerLock
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// scope keys the spent aggregate: see SpentRow for the convention.
+type scope struct{ user, table string }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS entries (
+	seq          INTEGER PRIMARY KEY,
+	time         TEXT    NOT NULL,
+	kind         TEXT    NOT NULL,
+	user_name    TEXT    NOT NULL,
+	conn_id      INTEGER NOT NULL,
+	tables_json  TEXT    NOT NULL,
+	mechanism    TEXT    NOT NULL,
+	strategy     TEXT    NOT NULL,
+	epsilon      REAL    NOT NULL,
+	rho          REAL    NOT NULL,
+	query_digest TEXT    NOT NULL,
+	prev_hash    TEXT    NOT NULL,
+	hash         TEXT    NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS entries_user ON entries (user_name, seq);
+CREATE INDEX IF NOT EXISTS entries_time ON entries (time);
+CREATE TABLE IF NOT EXISTS spent (
+	user_name  TEXT NOT NULL,
+	table_name TEXT NOT NULL,
+	epsilon    REAL NOT NULL,
+	rho        REAL NOT NULL,
+	PRIMARY KEY (user_name, table_name)
+) WITHOUT ROWID, STRICT;
+CREATE TABLE IF NOT EXISTS head (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	seq  INTEGER NOT NULL,
+	hash TEXT    NOT NULL
+) STRICT;
+`
+
+// Open opens the ledger at path, creating the file and its schema if needed,
+// and switching the file to WAL mode (a property of the file, kept by every
+// later connection). Several processes may open the same file at once.
+func Open(ctx context.Context, path string) (*Ledger, error) {
+	if path == "" {
+		return nil, errors.New("budget: open ledger: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("budget: open ledger %s: %w", path, err)
+	}
+	// A file: URI so that any character in the path is escaped; the
+	// underscored parameters are read by the driver for every connection.
+	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?_pragma=synchronous(FULL)"
+	db, err := sql.Open("sqlite", uri+fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if err != nil {
+		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
+	}
+	wdb, err := sql.Open("sqlite", uri+"&_pragma=busy_timeout(0)&_txlock=immediate")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(4)
+	wdb.SetMaxOpenConns(1)
+	flock, err := openWriterLock(abs)
+	if err != nil {
+		db.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
+	}
+	l := &Ledger{
+		db:     db,
+		wdb:    wdb,
+		log:    slog.Default().With("component", "budget", "ledger", abs),
+		wmu:    make(chan struct{}, 1),
+		flock:  flock,
+		closed: make(chan struct{}),
+	}
+	if err := l.init(ctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
+	}
+	l.log.DebugContext(ctx, "ledger opened")
+	return l, nil
+}
+
+// init checks the connection settings and, on a new file, switches it to WAL
+// and creates the schema, under the writer lock so that concurrent openers
+// do it once.
+func (l *Ledger) init(ctx context.Context) error {
+	for _, db := range []*sql.DB{l.db, l.wdb} {
+		var sync int
+		// The writer pool has no busy handler: retry while another opener
+		// switches the file to WAL.
+		if err := retryBusy(ctx, func() error {
+			return db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync)
+		}, nil); err != nil {
+			return fmt.Errorf("read synchronous: %w", err)
+		}
+		if sync < 2 {
+			return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+		}
+	}
+	ready, err := l.ready(ctx)
+	if err != nil || ready {
+		return err
+	}
+	return l.locked(ctx, func() error {
+		// WAL is a property of the file, kept by every later connection.
+		err := retryBusy(ctx, func() error {
+			var mode string
+			if err := l.wdb.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+				return err
+			}
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("cannot switch to WAL: journal_mode is %q", mode)
+			}
+			return nil
+		}, nil)
+		if err != nil {
+			return fmt.Errorf("set WAL mode: %w", err)
+		}
+		return retryBusy(ctx, func() error {
+			return l.tryWrite(ctx, func(tx *sql.Tx) error { return createSchema(ctx, tx) })
+		}, nil)
+	})
+}
+
+// ready reports whether the file is in WAL mode with the current schema.
+func (l *Ledger) ready(ctx context.Context) (bool, error) {
+	var mode string
+	if err := l.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return false, fmt.Errorf("read journal_mode: %w", err)
+	}
+	var v int
+	if err := l.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	if v > schemaVersion {
+		return false, fmt.Errorf("ledger schema version %d is newer than this program's %d", v, schemaVersion)
+	}
+	// The schema is written with its version, in one transaction.
+	return strings.EqualFold(mode, "wal") && v == schemaVersion, nil
+}
+
+func createSchema(ctx context.Context, tx *sql.Tx) error {
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	// The head row is created with the ledger, never recreated: a missing
+	// head on a ledger with entries is for Verify to report.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO head (id, seq, hash)
+		SELECT 1, 0, ? WHERE NOT EXISTS (SELECT 1 FROM head) AND NOT EXISTS (SELECT 1 FROM entries)`,
+		genesisHash); err != nil {
+		return fmt.Errorf("create head: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	return nil
+}
+
+// Close waits for writes in progress and closes the ledger's connections.
+// Every entry appended before has already been committed. Later calls
+// return the first call's result.
+func (l *Ledger) Close() error {
+	l.closeOnce.Do(func() {
+		l.wmu <- struct{}{} // held for good: no write starts after this
+		close(l.closed)
+		if err := errors.Join(l.wdb.Close(), l.db.Close(), l.flock.close()); err != nil {
+			l.closeErr = fmt.Errorf("budget: close ledger: %w", err)
+		}
+	})
+	return l.closeErr
+}
+
+// errClosed is returned by writes on a closed Ledger.
+var errClosed = errors.New("ledger is closed")
+
+// locked runs fn holding this Ledger's write slot and the cross-process
+// writer lock (see writerLock).
+func (l *Ledger) locked(ctx context.Context, fn func() error) error {
+	select {
+	case l.wmu <- struct{}{}:
+	case <-l.closed:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ok, err := l.flock.tryLock()
+	if err == nil && !ok {
+		err = l.waitFlock(ctx)
+		if errors.Is(err, errAbandoned) {
+			return ctx.Err() // the waiter gives the slot back
+		}
+	}
+	if err != nil {
+		<-l.wmu
+		return err
+	}
+	defer func() {
+		if err := l.flock.unlock(); err != nil {
+			l.log.Warn("writer lock", "err", err)
+		}
+		<-l.wmu
+	}()
+	return fn()
+}
+
+var errAbandoned = errors.New("abandoned")
+
+// waitFlock waits for the writer lock in the kernel. If ctx ends first, the
+// waiting goroutine is left to take the lock, drop it and free the write
+// slot, and errAbandoned is returned.
+func (l *Ledger) waitFlock(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- l.flock.lock() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		go func() {
+			if err := <-done; err == nil {
+				if err := l.flock.unlock(); err != nil {
+					l.log.Warn("writer lock", "err", err)
+				}
+			}
+			<-l.wmu
+		}()
+		return errAbandoned
+	}
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction, which holds the
+// database's write lock from its start, so everything fn reads stays current
+// until it commits: no read-then-write race across goroutines, connections
+// or processes.
+//
+// Writers queue first on the writer lock (see writerLock). Should the
+// database still be locked (by a writer that does not take it), write does
+// not use SQLite's busy handler, whose sleeps grow to 100 ms; it rolls back
+// and retries with short, jittered, growing sleeps for up to busyTimeout.
+// Between tries it calls refuse (if not nil), which may end the wait with an
+// error found without the lock: a refusal that a snapshot already justifies
+// stands, because spends only grow.
+func (l *Ledger) write(ctx context.Context, fn func(*sql.Tx) error, refuse func(context.Context) error) error {
+	return l.locked(ctx, func() error {
+		return retryBusy(ctx, func() error { return l.tryWrite(ctx, fn) }, refuse)
+	})
+}
+
+func (l *Ledger) tryWrite(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := l.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin write transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			l.log.WarnContext(ctx, "rollback failed", "err", rerr)
+		}
+		return err
+	}
+	// If COMMIT fails the driver rolls back: nothing was written.
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// retryBusy calls try until it returns something other than SQLITE_BUSY,
+// busyTimeout passes, or ctx ends; between tries it calls between (if not
+// nil), whose error ends the wait.
+func retryBusy(ctx context.Context, try func() error, between func(context.Context) error) error {
+	deadline := time.Now().Add(busyTimeout)
+	sleep := 200 * time.Microsecond
+	for {
+		err := try()
+		if !isBusy(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ledger locked by another connection for %v: %w", busyTimeout, err)
+		}
+		if between != nil {
+			if err := between(ctx); err != nil {
+				return err
+			}
+		}
+		t := time.NewTimer(jitter(sleep))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		sleep = min(sleep*3/2, 20*time.Millisecond)
+	}
+}
+
+// jitter returns a duration uniform in [d/2, d), so that waiters spread out.
+func jitter(d time.Duration) time.Duration {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	half := uint64(d / 2)
+	if half == 0 {
+		return d
+	}
+	return time.Duration(half + binary.LittleEndian.Uint64(b[:])%half)
+}
+
+// isBusy reports whether err is SQLITE_BUSY (any extended code): another
+// connection holds a lock that the operation needs.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// read runs fn in one read transaction: a consistent snapshot (WAL), which
+// does not block writers.
+func (l *Ledger) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read transaction: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
+	return fn(tx)
+}

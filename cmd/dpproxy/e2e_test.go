@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/demo"
+)
+
+var (
+	demoOnce sync.Once
+	demoPath string
+	demoErr  error
+)
+
+// demoData generates the demo table once per test binary.
+func demoData(t *testing.T) string {
+	t.Helper()
+	demoOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dpproxy-demo-")
+		if err != nil {
+			demoErr = err
+			return
+		}
+		demoPath = filepath.Join(dir, "demo.sqlite")
+		demoErr = demo.Generate(context.Background(), demoPath, demo.DefaultRows)
+	})
+	if demoErr != nil {
+		t.Fatal(demoErr)
+	}
+	return demoPath
+}
+
+// startProxy runs a real dpproxy on a free loopback port. yaml, if not
+// empty, replaces the demo catalog (its source path may be {{DEMO}}).
+func startProxy(t *testing.T, yaml string) (*proxy, string) {
+	t.Helper()
+	dataDir := t.TempDir()
+	src := demoData(t)
+	if err := os.Link(src, filepath.Join(dataDir, "demo.sqlite")); err != nil {
+		copyFile(t, src, filepath.Join(dataDir, "demo.sqlite"))
+	}
+	cf := commonFlags{dataDir: dataDir}
+	if yaml != "" {
+		cf.config = filepath.Join(dataDir, "catalog.yaml")
+		if err := os.WriteFile(cf.config, []byte(strings.ReplaceAll(yaml, "{{DEMO}}", src)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := start(context.Background(), cf, "127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.front.Start()
+	t.Cleanup(p.Close)
+	return p, p.front.Addr().String()
+}
+
+func copyFile(t *testing.T, from, to string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func connect(t *testing.T, addr, user, pass string, params string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/demo?%s", user, pass, addr, params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// truth reads the exact answer from the demo SQLite file: only tests may.
+func truth(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+demoData(t)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func entries(t *testing.T, p *proxy) []budget.Entry {
+	t.Helper()
+	es, err := p.ledger.Entries(context.Background(), budget.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func within(t *testing.T, what string, got float64, want int64, stderr float64) {
+	t.Helper()
+	if stderr <= 0 || math.IsNaN(stderr) {
+		t.Fatalf("%s: bad stderr %v", what, stderr)
+	}
+	if d := math.Abs(got - float64(want)); d > 6*stderr {
+		t.Fatalf("%s: %v is %.1f standard errors from the truth %d (stderr %.3g)", what, got, d/stderr, want, stderr)
+	}
+}
+
+func mysqlCode(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+func TestEndToEndGoDriver(t *testing.T) {
+	p, addr := startProxy(t, "")
+	db := connect(t, addr, "analyst", "analyst", "multiStatements=true")
+
+	// Browsing is answered from the schema-only tables.
+	var table string
+	if err := db.QueryRow("SHOW TABLES").Scan(&table); err != nil || table != "adult" {
+		t.Fatalf("SHOW TABLES: %q %v", table, err)
+	}
+	rows, err := db.Query("SHOW COLUMNS FROM adult")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncol := 0
+	for rows.Next() {
+		ncol++
+	}
+	rows.Close()
+	if ncol != 9 {
+		t.Fatalf("SHOW COLUMNS: %d columns, want 9", ncol)
+	}
+	before := len(entries(t, p))
+
+	// COUNT with a range (quoted literals, as client libraries interpolate them).
+	var n int64
+	var se float64
+	if err := db.QueryRow("SELECT COUNT(*), DP_STDERR(COUNT(*)) FROM adult WHERE age BETWEEN '30' AND '40'").Scan(&n, &se); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "range count", float64(n), truth(t, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40"), se)
+
+	// IN over a categorical column.
+	if err := db.QueryRow("SELECT COUNT(*) AS n, DP_STDERR(COUNT(*)) FROM adult WHERE education IN ('Bachelors', 'Masters', 'Doctorate')").Scan(&n, &se); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "IN count", float64(n), truth(t, "SELECT COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters', 'Doctorate')"), se)
+
+	// GROUP BY two columns: every domain group, zeros included.
+	rows, err = db.Query("SELECT sex, income, COUNT(*) AS n, DP_STDERR(COUNT(*)) FROM adult WHERE age >= 25 GROUP BY sex, income")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := 0
+	for rows.Next() {
+		var sex, income string
+		if err := rows.Scan(&sex, &income, &n, &se); err != nil {
+			t.Fatal(err)
+		}
+		groups++
+		within(t, sex+"/"+income, float64(n), truth(t, "SELECT COUNT(*) FROM adult WHERE age >= 25 AND sex = ? AND income = ?", sex, income), se)
+	}
+	rows.Close()
+	if groups != 4 {
+		t.Fatalf("GROUP BY sex, income: %d groups, want 4", groups)
+	}
+
+	// A two-statement batch: one measurement, one ledger entry.
+	mid := len(entries(t, p))
+	rows, err = db.Query("SELECT COUNT(*) FROM adult WHERE sex = 'Female'; SELECT COUNT(*) FROM adult WHERE sex = 'Male'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := 0
+	for {
+		for rows.Next() {
+			sets++
+		}
+		if !rows.NextResultSet() {
+			break
+		}
+	}
+	rows.Close()
+	if sets != 2 {
+		t.Fatalf("batch: %d result rows, want 2", sets)
+	}
+	if got := len(entries(t, p)) - mid; got != 1 {
+		t.Fatalf("batch charged %d entries, want 1", got)
+	}
+	if got := len(entries(t, p)) - before; got != 4 {
+		t.Fatalf("ledger: %d new entries for 4 batches", got)
+	}
+
+	// Row access is refused and charges nothing.
+	mark := len(entries(t, p))
+	_, err = db.Query("SELECT * FROM adult")
+	if mysqlCode(err) != 3900 {
+		t.Fatalf("SELECT *: %v, want error 3900", err)
+	}
+	if len(entries(t, p)) != mark {
+		t.Fatal("a refused query was charged")
+	}
+	if err := p.ledger.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const tinyBudget = `
+database: demo
+sources:
+  main: {driver: sqlite, path: "{{DEMO}}"}
+tables:
+  adult:
+    source: main
+    noise: laplace
+    budget: {total: 10, per_user: 0.3, default_per_query: 0.1}
+    columns:
+      age: {type: integer, min: 17, max: 90}
+      sex: {type: categorical, values: [Female, Male]}
+users:
+  analyst: {password: analyst, role: analyst}
+`
+
+func TestEndToEndBudgetExhausted(t *testing.T) {
+	p, addr := startProxy(t, tinyBudget)
+	db := connect(t, addr, "analyst", "analyst", "")
+	var n int64
+	for i := 0; i < 3; i++ {
+		if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM adult WHERE age > %d", 20+i)).Scan(&n); err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+	}
+	err := db.QueryRow("SELECT COUNT(*) FROM adult WHERE age > 40").Scan(&n)
+	if mysqlCode(err) != 3901 || !strings.Contains(err.Error(), "remaining") {
+		t.Fatalf("4th query: %v, want error 3901 naming what remains", err)
+	}
+	if got := len(entries(t, p)); got != 3 {
+		t.Fatalf("ledger has %d entries, want 3", got)
+	}
+	// The proxy stays up and browsing still works.
+	var table string
+	if err := db.QueryRow("SHOW TABLES").Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mysqlCLI finds the real mysql client; under CI it must be there.
+func mysqlCLI(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"mysql", "mariadb"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("the mysql client is not installed (CI installs mariadb-client)")
+	}
+	t.Skip("mysql client not installed")
+	return ""
+}
+
+func TestEndToEndMySQLCLI(t *testing.T) {
+	bin := mysqlCLI(t)
+	p, addr := startProxy(t, "")
+	host, port := splitHostPort(addr)
+	run := func(sql string) (string, error) {
+		cmd := exec.Command(bin, "-h", host, "-P", port, "-u", "analyst", "-panalyst", "--protocol=tcp", "--batch", "--skip-ssl", "demo", "-e", sql)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("SHOW TABLES; SHOW COLUMNS FROM adult")
+	if err != nil || !strings.Contains(out, "adult") || !strings.Contains(out, "hours_per_week") {
+		t.Fatalf("browse: %v\n%s", err, out)
+	}
+	out, err = run("SELECT COUNT(*) AS n FROM adult WHERE age BETWEEN 30 AND 40")
+	if err != nil || !strings.HasPrefix(out, "n\n") {
+		t.Fatalf("count: %v\n%s", err, out)
+	}
+	out, err = run("SELECT sex, income, COUNT(*) FROM adult GROUP BY sex, income")
+	if err != nil || strings.Count(out, "\n") != 5 {
+		t.Fatalf("group by: %v\n%s", err, out)
+	}
+	// The CLI splits on ';' itself; with another delimiter it sends both
+	// statements in one request, which dpproxy answers as one batch.
+	out, err = run("delimiter //\nSELECT COUNT(*) FROM adult WHERE sex='Male'; SELECT COUNT(*) FROM adult WHERE sex='Female' //")
+	if err != nil || strings.Count(out, "COUNT(*)") != 2 {
+		t.Fatalf("batch: %v\n%s", err, out)
+	}
+	out, err = run("SELECT * FROM adult")
+	if err == nil || !strings.Contains(out, "3900") {
+		t.Fatalf("SELECT * should be refused with 3900: %v\n%s", err, out)
+	}
+	if len(entries(t, p)) != 3 {
+		t.Fatalf("ledger: %d entries, want 3", len(entries(t, p)))
+	}
+}

@@ -1,0 +1,77 @@
+// Command dpproxy is the CLI: serve the MySQL-protocol DP proxy, audit the
+// privacy ledger, explain plans. It holds flags and wiring only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = serve(ctx, rest, stdout, stderr)
+	case "audit":
+		err = audit(ctx, rest, stdout)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "dpproxy: unknown command %q\n", cmd)
+		usage(stderr)
+		return 2
+	}
+	if err != nil {
+		var ex exitError
+		if errors.As(err, &ex) {
+			fmt.Fprintln(stderr, "dpproxy:", ex.err)
+			return ex.code
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "dpproxy:", err)
+		return 1
+	}
+	return 0
+}
+
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: dpproxy <command> [flags]
+
+commands:
+  serve    start the MySQL-protocol proxy (default: embedded demo on 127.0.0.1:3306)
+  audit    print ledger entries and spent/remaining budgets; 'audit verify' checks the hash chain
+
+Run 'dpproxy <command> -h' for the command's flags.
+`)
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/demo"
+	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/mysqlfront"
+)
+
+// commonFlags are shared by serve and audit.
+type commonFlags struct {
+	config  string
+	dataDir string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "catalog YAML file (default: the embedded demo catalog)")
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(), "directory for the demo data and the ledger")
+}
+
+func defaultDataDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "dpproxy")
+	}
+	return filepath.Join(os.TempDir(), "dpproxy")
+}
+
+// load returns the catalog and, for the embedded demo, makes sure the demo
+// data exists.
+func (c *commonFlags) load(ctx context.Context) (*catalog.Catalog, error) {
+	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if c.config != "" {
+		return catalog.Load(c.config)
+	}
+	cat := catalog.Demo()
+	if err := demo.Generate(ctx, filepath.Join(c.dataDir, cat.Sources["main"].Path), demo.DefaultRows); err != nil {
+		return nil, fmt.Errorf("demo data: %w", err)
+	}
+	return cat, nil
+}
+
+func (c *commonFlags) ledgerPath() string { return filepath.Join(c.dataDir, "ledger.sqlite") }
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf commonFlags
+	cf.register(fs)
+	listen := fs.String("listen", "127.0.0.1:3306", "address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger(stderr)
+	p, err := start(ctx, cf, *listen, log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	host, port := splitHostPort(p.front.Addr().String())
+	fmt.Fprintf(stdout, "dpproxy is serving database %q on %s (data: %s)\n", p.cat.Database, p.front.Addr(), cf.dataDir)
+	if cf.config == "" {
+		fmt.Fprintf(stdout, "connect with:\n  mysql -h %s -P %s -u analyst -panalyst %s\n", host, port, p.cat.Database)
+		fmt.Fprintf(stdout, "then try:\n  SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40;\n")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- p.front.Start() }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// proxy is a running dpproxy: catalog, ledger, sources, engine and front.
+type proxy struct {
+	cat    *catalog.Catalog
+	ledger *budget.Ledger
+	hist   *exec.Histograms
+	front  *mysqlfront.Server
+}
+
+func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger) (*proxy, error) {
+	cat, err := cf.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &proxy{cat: cat}
+	if p.ledger, err = budget.Open(ctx, cf.ledgerPath()); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	if p.hist, err = exec.Open(ctx, cat, cf.dataDir); err != nil {
+		p.Close()
+		return nil, err
+	}
+	eng := engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log})
+	p.front, err = mysqlfront.New(mysqlfront.Config{Catalog: cat, Backend: eng, Address: listen, Version: "8.0.33-dpproxy", Logger: log})
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("listen %s: %w", listen, err)
+	}
+	return p, nil
+}
+
+func (p *proxy) Close() {
+	if p.front != nil {
+		p.front.Close()
+	}
+	if p.hist != nil {
+		p.hist.Close()
+	}
+	if p.ledger != nil {
+		p.ledger.Close()
+	}
+}
+
+func splitHostPort(addr string) (string, string) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:]
+		}
+	}
+	return addr, ""
+}

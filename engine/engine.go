@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Config wires an Engine.
+type Config struct {
+	Catalog    *catalog.Catalog
+	Ledger     *budget.Ledger
+	Histograms *exec.Histograms
+	Logger     *slog.Logger
+}
+
+// Engine answers DP statements. It is safe for concurrent use.
+type Engine struct {
+	cat    *catalog.Catalog
+	ledger *budget.Ledger
+	hist   *exec.Histograms
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	stored map[string][]*Result // released answers by table, normalised batch text and options
+}
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: map[string][]*Result{}}
+}
+
+func (e *Engine) protected(schema, table string) bool {
+	if schema != "" && !strings.EqualFold(schema, e.cat.Database) {
+		return false
+	}
+	return e.cat.Table(table) != nil
+}
+
+// Intercepts reports whether stmt references a protected table, so that the
+// engine (not the schema-only database) must answer or refuse it.
+func (e *Engine) Intercepts(stmt string) bool {
+	sts, err := parser.Parse(stmt, e.protected)
+	if err != nil {
+		return true // a refusal about a protected table: the engine reports it
+	}
+	for _, s := range sts {
+		if s.Kind != parser.KindPassthrough {
+			return true
+		}
+	}
+	return false
+}
+
+// Answer answers consecutive intercepted statements of one request. Runs of
+// aggregate statements over the same table form one batch: one histogram,
+// one measurement, one ledger charge.
+func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Result, error) {
+	var parsed []*parser.Statement
+	for _, text := range stmts {
+		sts, err := parser.Parse(text, e.protected)
+		if err != nil {
+			return nil, err
+		}
+		for i := range sts {
+			parsed = append(parsed, &sts[i])
+		}
+	}
+	user := e.cat.User(s.User)
+	if user == nil {
+		return nil, parser.Errorf(parser.CodeAccessDenied, "Access denied for user '%s'", s.User)
+	}
+	var out []*Result
+	for i := 0; i < len(parsed); {
+		st := parsed[i]
+		if st.Kind == parser.KindPassthrough {
+			return nil, parser.Errorf(parser.CodeNotSupported, "a statement that does not read a protected table cannot share a request with DP queries; send it separately")
+		}
+		t := e.cat.Table(st.Query.Table)
+		if t == nil {
+			return nil, parser.Errorf(parser.CodeNoSuchTable, "Table '%s.%s' doesn't exist", e.cat.Database, st.Query.Table)
+		}
+		switch st.Kind {
+		case parser.KindEmpty:
+			r, err := emptyResult(t, st.Query)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+			i++
+			continue
+		case parser.KindDomainList:
+			r, err := domainList(t, st.Query)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+			i++
+			continue
+		}
+		if user.Role != catalog.RoleAnalyst {
+			return nil, parser.Errorf(parser.CodeDPRefused, "user '%s' has role %s; only analysts run DP queries", user.Name, user.Role)
+		}
+		if st.Kind == parser.KindExplain {
+			r, err := e.explain(ctx, s, t, []*parser.Statement{st})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(parsed) && parsed[j].Kind == parser.KindAggregate && strings.EqualFold(parsed[j].Query.Table, t.Name) {
+			j++
+		}
+		rs, err := e.batch(ctx, s, t, parsed[i:j])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+		i = j
+	}
+	return out, nil
+}
+
+// privacy returns the batch's options from the session and the catalog.
+func (e *Engine) privacy(s *Session, t *catalog.Table) (planner.Options, budget.Cost, error) {
+	eps := t.Budget.DefaultPerQuery
+	if s.UserVar != nil {
+		if v, ok := s.UserVar("dp_epsilon"); ok && v != nil {
+			f, ok := toFloat(v)
+			if !ok || !(f > 0) || math.IsInf(f, 0) {
+				return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "@dp_epsilon must be a positive number, got %v", v)
+			}
+			eps = f
+		}
+	}
+	if t.Budget.MaxPerQuery > 0 && eps > t.Budget.MaxPerQuery*(1+1e-12) {
+		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "@dp_epsilon = %g exceeds the per-query maximum ε = %g for table %s", eps, t.Budget.MaxPerQuery, t.Name)
+	}
+	if t.Noise == catalog.Gaussian {
+		rho := budget.RhoForEpsilon(eps, t.Budget.Delta)
+		return planner.Options{Noise: catalog.Gaussian, Rho: rho}, budget.Cost{Rho: rho}, nil
+	}
+	return planner.Options{Noise: catalog.Laplace, Epsilon: eps}, budget.Cost{Epsilon: eps}, nil
+}
+
+func toFloat(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case int64:
+		return float64(v), true
+	case int:
+		return float64(v), true
+	case string:
+		var f float64
+		_, err := fmt.Sscan(v, &f)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
+	return []budget.Limit{
+		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta},
+		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta},
+	}
+}
+
+func digest(sts []*parser.Statement) string {
+	h := sha256.New()
+	for _, st := range sts {
+		h.Write([]byte(normalise(st.Text)))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// normalise makes texts that differ only in case and spacing identical.
+func normalise(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(strings.TrimRight(strings.TrimSpace(s), ";")), " "))
+}
+
+func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
+	opt, cost, err := e.privacy(s, t)
+	if err != nil {
+		return nil, err
+	}
+	w, err := compile.Compile(t, sts)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planner.Choose(w, opt)
+	if err != nil {
+		return nil, e.internal("plan", err)
+	}
+	// The histogram is built before the charge so a source failure costs nothing.
+	x, err := e.hist.Histogram(ctx, t, w.Columns)
+	if err != nil {
+		return nil, e.internal("histogram", err)
+	}
+	entry, err := e.ledger.Charge(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: string(opt.Noise), Strategy: plan.Name, Cost: cost, QueryDigest: digest(sts),
+	}, e.limits(s.User, t))
+	if err != nil {
+		var ex *budget.ExceededError
+		if errors.As(err, &ex) {
+			return nil, parser.Errorf(parser.CodeBudgetExceeded, "%s", ex.Error())
+		}
+		return nil, e.internal("ledger charge", err)
+	}
+	ans, err := exec.Measure(plan, x, noise.NewRand())
+	if err != nil {
+		// Charged but not released: conservative, and logged as such.
+		e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+		return nil, e.internal("measure", err)
+	}
+	out := make([]*Result, len(w.Queries))
+	for q, qu := range w.Queries {
+		out[q] = assemble(w, qu, ans.Values[q], ans.Variance[q])
+	}
+	return out, nil
+}
+
+func (e *Engine) internal(stage string, err error) error {
+	e.log.Error("internal error; nothing released", "stage", stage, "err", err)
+	return parser.Errorf(parser.CodeDPInternal, "dpproxy internal error during %s; nothing was released", stage)
+}
+
+// costEpsilon is a spend in the table's ε unit (see budget.EpsilonFor).
+func costEpsilon(c budget.Cost, t *catalog.Table) float64 {
+	return budget.EpsilonFor(c, t.Budget.Delta)
+}

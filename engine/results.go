@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// z95 is the two-sided 95% normal quantile used for DP_CI_LOW/HIGH.
+const z95 = 1.959963984540054
+
+func cellValue(c *catalog.Column, cell catalog.Cell) any {
+	switch cell.Kind {
+	case catalog.CellNull:
+		return nil
+	case catalog.CellValue:
+		return cell.Value
+	case catalog.CellOther:
+		return "other"
+	}
+	if c.Kind == catalog.IntegerRange {
+		return int64(cell.Lo)
+	}
+	return cell.Lo
+}
+
+func columnType(c *catalog.Column) ColumnType {
+	switch c.Kind {
+	case catalog.IntegerRange:
+		return TypeInt64
+	case catalog.Binned:
+		return TypeFloat64
+	}
+	return TypeString
+}
+
+type row struct {
+	group  int
+	values []any     // visible and hidden items
+	keys   []float64 // numeric value per item for HAVING/ORDER (NaN for labels)
+}
+
+// assemble turns noisy aggregates into rows: labels per group, rounding
+// counts, ratios, error bars, then HAVING, ORDER BY and LIMIT, all
+// post-processing on noisy values.
+func assemble(w *compile.Workload, q *compile.Query, vals, vars [][]float64) *Result {
+	res := &Result{}
+	for _, it := range q.Items[:q.Visible] {
+		col := Column{Name: it.Name, Type: TypeFloat64}
+		switch {
+		case it.Kind == compile.ItemGroup:
+			col.Type = columnType(w.Columns[q.GroupCols[it.Group]])
+		case it.IsCount && it.Bar == parser.BarNone:
+			col.Type = TypeInt64
+		}
+		res.Columns = append(res.Columns, col)
+	}
+	cells := make([][]catalog.Cell, len(q.GroupCols))
+	for i, j := range q.GroupCols {
+		cells[i] = w.Columns[j].Cells()
+	}
+	groups := q.Groups(w)
+	idx := make([]int, len(q.GroupCols))
+	var rows []row
+	for g := 0; g < groups; g++ {
+		rem := g
+		for i := len(q.GroupCols) - 1; i >= 0; i-- {
+			idx[i] = rem % len(cells[i])
+			rem /= len(cells[i])
+		}
+		r := row{group: g}
+		for _, it := range q.Items {
+			v, key := itemValue(w, q, it, idx, cells, g, vals, vars)
+			r.values = append(r.values, v)
+			r.keys = append(r.keys, key)
+		}
+		if q.Having != nil && !holds(q.Having, r.keys) {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	if len(q.Order) > 0 {
+		sort.SliceStable(rows, func(a, b int) bool {
+			for _, k := range q.Order {
+				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
+				if math.IsNaN(x) { // labels: order by the domain order
+					x, y = float64(rows[a].group), float64(rows[b].group)
+					if q.Items[k.Item].Kind == compile.ItemGroup {
+						x, y = float64(labelOrder(q, k.Item, rows[a].group, cells)), float64(labelOrder(q, k.Item, rows[b].group, cells))
+					}
+				}
+				if x != y {
+					return (x < y) != k.Desc
+				}
+			}
+			return false
+		})
+	}
+	if lim := q.Source.Limit; lim != nil && int64(len(rows)) > *lim {
+		rows = rows[:*lim]
+	}
+	for _, r := range rows {
+		res.Rows = append(res.Rows, r.values[:q.Visible])
+	}
+	return res
+}
+
+// labelOrder is the position of a group's cell in its column's domain:
+// ORDER BY a group column sorts by the declared order.
+func labelOrder(q *compile.Query, item, group int, cells [][]catalog.Cell) int {
+	gi := q.Items[item].Group
+	rem := group
+	for i := len(cells) - 1; i > gi; i-- {
+		rem /= len(cells[i])
+	}
+	return rem % len(cells[gi])
+}
+
+func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, vals, vars [][]float64) (any, float64) {
+	switch it.Kind {
+	case compile.ItemGroup:
+		c := w.Columns[q.GroupCols[it.Group]]
+		return cellValue(c, cells[it.Group][idx[it.Group]]), math.NaN()
+	case compile.ItemRatio:
+		num, den := vals[it.Agg][g], vals[it.Den][g]
+		if den < 1 {
+			den = 1 // post-processing: a noisy count below one means too few rows to average
+		}
+		v := num / den
+		// Delta-method variance of a ratio of (approximately independent) noisy estimates.
+		sd := math.Sqrt(vars[it.Agg][g]/(den*den) + v*v*vars[it.Den][g]/(den*den))
+		return bar(it.Bar, v, sd, false)
+	}
+	v := vals[it.Agg][g]
+	sd := math.Sqrt(vars[it.Agg][g])
+	return bar(it.Bar, v, sd, it.IsCount)
+}
+
+func bar(b parser.ErrorBar, v, sd float64, isCount bool) (any, float64) {
+	switch b {
+	case parser.BarStderr:
+		return sd, sd
+	case parser.BarCILow:
+		return v - z95*sd, v - z95*sd
+	case parser.BarCIHigh:
+		return v + z95*sd, v + z95*sd
+	}
+	if isCount {
+		c := math.Max(0, math.Round(v))
+		return int64(c), c
+	}
+	return v, v
+}
+
+func holds(c compile.Condition, keys []float64) bool {
+	switch c := c.(type) {
+	case compile.CondAnd:
+		for _, t := range c.Terms {
+			if !holds(t, keys) {
+				return false
+			}
+		}
+		return true
+	case compile.CondOr:
+		for _, t := range c.Terms {
+			if holds(t, keys) {
+				return true
+			}
+		}
+		return false
+	case compile.CondNot:
+		return !holds(c.Term, keys)
+	case compile.CondCompare:
+		x := keys[c.Item]
+		switch c.Op {
+		case parser.OpEq:
+			return x == c.Value
+		case parser.OpNe:
+			return x != c.Value
+		case parser.OpLt:
+			return x < c.Value
+		case parser.OpLe:
+			return x <= c.Value
+		case parser.OpGt:
+			return x > c.Value
+		case parser.OpGe:
+			return x >= c.Value
+		}
+	}
+	return false
+}
+
+// emptyResult answers a query that returns no row by construction with the
+// columns it would have had.
+func emptyResult(t *catalog.Table, q *parser.Query) (*Result, error) {
+	res := &Result{}
+	for _, it := range q.Select {
+		if it.Column == "*" {
+			for _, c := range t.Columns {
+				res.Columns = append(res.Columns, Column{Name: c.Name, Type: columnType(c)})
+			}
+			continue
+		}
+		typ := TypeInt64
+		if it.Column != "" {
+			c := t.Column(it.Column)
+			if c == nil {
+				return nil, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'field list'", it.Column)
+			}
+			if it.Agg == parser.AggNone {
+				typ = columnType(c)
+			} else if it.Agg != parser.AggCountCol {
+				typ = TypeFloat64
+			}
+		}
+		res.Columns = append(res.Columns, Column{Name: it.Alias, Type: typ})
+	}
+	// An aggregate without GROUP BY over a constant-false WHERE has one row in
+	// MySQL: COUNT is 0 and SUM/AVG are NULL, whatever the data, so it is exact and free.
+	if len(q.GroupBy) == 0 && (q.Limit == nil || *q.Limit > 0) {
+		var row []any
+		for _, it := range q.Select {
+			switch it.Agg {
+			case parser.AggCount, parser.AggCountCol:
+				row = append(row, int64(0))
+			case parser.AggNone:
+				return res, nil
+			default:
+				row = append(row, nil)
+			}
+		}
+		res.Rows = [][]any{row}
+	}
+	return res, nil
+}
+
+// domainList answers SELECT c FROM t GROUP BY c with the declared domain:
+// public, so free.
+func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
+	res := &Result{}
+	var cols []*catalog.Column
+	for _, it := range q.Select {
+		c := t.Column(it.Column)
+		if c == nil {
+			return nil, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'field list'", it.Column)
+		}
+		cols = append(cols, c)
+		res.Columns = append(res.Columns, Column{Name: it.Alias, Type: columnType(c)})
+	}
+	var rec func(i int, prefix []any)
+	rec = func(i int, prefix []any) {
+		if i == len(cols) {
+			res.Rows = append(res.Rows, append([]any(nil), prefix...))
+			return
+		}
+		for _, cell := range cols[i].Cells() {
+			rec(i+1, append(prefix, cellValue(cols[i], cell)))
+		}
+	}
+	rec(0, nil)
+	if len(q.OrderBy) > 0 && q.OrderBy[0].Desc {
+		for a, b := 0, len(res.Rows)-1; a < b; a, b = a+1, b-1 {
+			res.Rows[a], res.Rows[b] = res.Rows[b], res.Rows[a]
+		}
+	}
+	if q.Limit != nil && int64(len(res.Rows)) > *q.Limit {
+		res.Rows = res.Rows[:*q.Limit]
+	}
+	return res, nil
+}
+
+// explain plans without measuring or charging: the columns and domain, the
+// strategies considered with their expected errors, the privacy cost, each
+// answer's standard error, and the budget that would remain.
+func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) (*Result, error) {
+	opt, cost, err := e.privacy(s, t)
+	if err != nil {
+		return nil, err
+	}
+	inner := make([]*parser.Statement, len(sts))
+	for i, st := range sts {
+		cp := *st
+		cp.Kind = parser.KindAggregate
+		inner[i] = &cp
+	}
+	w, err := compile.Compile(t, inner)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planner.Choose(w, opt)
+	if err != nil {
+		return nil, e.internal("plan", err)
+	}
+	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
+	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
+	var dom []string
+	for _, c := range w.Columns {
+		dom = append(dom, fmt.Sprintf("%s(%d)", c.Name, c.Size()))
+	}
+	add("table", t.Name)
+	add("columns", strings.Join(dom, " × "))
+	add("cells", fmt.Sprint(w.Cells()))
+	add("noise", string(opt.Noise))
+	if opt.Noise == catalog.Gaussian {
+		add("rho", fmt.Sprintf("%g", opt.Rho))
+		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
+	} else {
+		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
+	}
+	add("strategy", plan.Name)
+	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
+	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
+	for _, c := range plan.Candidates {
+		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
+	}
+	for q, qu := range w.Queries {
+		for i, it := range qu.Items[:qu.Visible] {
+			if it.Kind == compile.ItemGroup {
+				continue
+			}
+			lo, hi := math.Inf(1), math.Inf(-1)
+			group := make([]int, len(qu.GroupCols))
+			for g := 0; g < qu.Groups(w); g++ {
+				rem := g
+				for k := len(qu.GroupCols) - 1; k >= 0; k-- {
+					size := w.Columns[qu.GroupCols[k]].Size()
+					group[k] = rem % size
+					rem /= size
+				}
+				sd := math.Sqrt(plan.Variance(q, it.Agg, group))
+				lo, hi = math.Min(lo, sd), math.Max(hi, sd)
+			}
+			name := fmt.Sprintf("stderr query %d column %d (%s)", q+1, i+1, it.Name)
+			if it.Kind == compile.ItemRatio {
+				add(name, fmt.Sprintf("numerator %.4g..%.4g (ratio depends on the noisy denominator)", lo, hi))
+			} else if lo == hi {
+				add(name, fmt.Sprintf("%.4g", lo))
+			} else {
+				add(name, fmt.Sprintf("%.4g..%.4g", lo, hi))
+			}
+		}
+	}
+	for _, l := range e.limits(s.User, t) {
+		spent, err := e.ledger.Spent(ctx, l.User, l.Table)
+		if err != nil {
+			return nil, e.internal("ledger read", err)
+		}
+		used := costEpsilon(spent, t)
+		after := costEpsilon(spent.Add(cost), t)
+		add("budget "+l.Scope, fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, used, l.Epsilon-after))
+	}
+	add("charged", "nothing (EXPLAIN)")
+	return res, nil
+}
