@@ -9,8 +9,8 @@ import (
 // addition (basic composition of ε-DP, Dwork & Roth 2014, Thm 3.16;
 // composition of zCDP, Bun & Steinke 2016, Lemma 1.7).
 type Cost struct {
-	Epsilon float64 // pure ε-DP part
-	Rho     float64 // ρ-zCDP part
+	Epsilon float64 `json:"epsilon"` // pure ε-DP part
+	Rho     float64 `json:"rho"`     // ρ-zCDP part
 }
 
 // Add returns the composition of c and d: the parts are added separately.

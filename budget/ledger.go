@@ -102,8 +102,9 @@ type SpentRow struct {
 //
 // If a limit would be exceeded nothing is appended and the error is an
 // *ExceededError. Every limit must concern the charge (its user and/or one
-// of its tables); a limit that does not is a caller error. When Charge
-// returns nil the entry is committed and, by synchronous=FULL, on disk.
+// of its tables); a limit that does not is a caller error. With no limits
+// the charge is recorded unconditionally. When Charge returns nil the entry
+// is committed and, by synchronous=FULL, on disk.
 func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, error) {
 	c, err := normaliseCharge(c, true)
 	if err != nil {

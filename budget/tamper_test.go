@@ -180,6 +180,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "ledger.sqlite")
 			es := buildLedger(t, path)

@@ -45,7 +45,15 @@ type Budget struct {
 	DefaultPerQuery float64 // ε one batch spends unless the session sets @dp_epsilon
 	MaxPerQuery     float64 // largest ε one batch may spend (0: no limit beyond the budgets)
 	Delta           float64 // δ for converting ρ-zCDP to (ε, δ) on Gaussian tables
+	// TopKSelectionShare is the share of a top-k query's ε spent on
+	// selecting the groups (exponential mechanism); the rest measures the
+	// selected groups' aggregates when the query selects them.
+	TopKSelectionShare float64
 }
+
+// DefaultTopKSelectionShare splits a top-k query's ε evenly between
+// selection and counting.
+const DefaultTopKSelectionShare = 0.5
 
 // Table is a protected table.
 type Table struct {
@@ -101,6 +109,12 @@ type User struct {
 	// PasswordHash is the MySQL native password hash "*" + upper(hex(SHA1(SHA1(password)))).
 	PasswordHash string
 	Role         Role
+	// DefaultEpsilon, if set, is the ε of this user's batches unless the
+	// session sets @dp_epsilon; it overrides the tables' default_per_query.
+	DefaultEpsilon float64
+	// MaxEpsilon, if set, caps one batch's ε for this user (on top of the
+	// tables' max_per_query).
+	MaxEpsilon float64
 }
 
 // ColumnKind is how a column's domain is declared.

@@ -542,7 +542,7 @@ func (p *parser) table(e entry, sources []string) *Table {
 
 func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {
 	var b Budget
-	f, ok := p.fields(n, "total", "per_user", "default_per_query", "max_per_query", "delta")
+	f, ok := p.fields(n, "total", "per_user", "default_per_query", "max_per_query", "delta", "topk_selection_share")
 	if !ok {
 		return b
 	}
@@ -562,6 +562,16 @@ func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {
 	def, defN, defOK := get("default_per_query", true)
 	maxQ, maxN, maxOK := get("max_per_query", false)
 	b.Total, b.PerUser, b.DefaultPerQuery, b.MaxPerQuery = total, perUser, def, maxQ
+	b.TopKSelectionShare = DefaultTopKSelectionShare
+	if sn, has := f["topk_selection_share"]; has {
+		if x, ok := p.number(sn); ok {
+			if x <= 0 || x >= 1 {
+				p.errorf(sn.line, sn.path, "must be in (0, 1) (got %s)", num(x))
+			} else {
+				b.TopKSelectionShare = x
+			}
+		}
+	}
 
 	if perUserOK && totalOK && perUser > total {
 		p.errorf(perUserN.line, perUserN.path, "must be ≤ total (%s)", num(total))
@@ -797,7 +807,7 @@ func (p *parser) user(e entry) *User {
 		p.errorf(e.val.line, e.val.path, "user name must not be empty")
 		return nil
 	}
-	f, ok := p.fields(e.val, "password", "password_hash", "role")
+	f, ok := p.fields(e.val, "password", "password_hash", "role", "default_epsilon", "max_epsilon")
 	if !ok {
 		return nil
 	}
@@ -835,6 +845,17 @@ func (p *parser) user(e entry) *User {
 	} else if w, ok := p.word(n, string(RoleAnalyst), string(RoleAuditor)); ok {
 		u.Role = Role(w)
 	} else {
+		valid = false
+	}
+	for key, dst := range map[string]*float64{"default_epsilon": &u.DefaultEpsilon, "max_epsilon": &u.MaxEpsilon} {
+		if n, has := f[key]; has {
+			x, ok := p.positive(n)
+			valid = valid && ok
+			*dst = x
+		}
+	}
+	if u.DefaultEpsilon > 0 && u.MaxEpsilon > 0 && u.DefaultEpsilon > u.MaxEpsilon {
+		p.errorf(f["default_epsilon"].line, f["default_epsilon"].path, "must be ≤ max_epsilon (%s)", num(u.MaxEpsilon))
 		valid = false
 	}
 	if !valid {

@@ -48,7 +48,7 @@ func TestParseValid(t *testing.T) {
 	if tb.Name != "orders" || tb.Source != "main" || tb.SourceTable != "raw_orders" || tb.Noise != Gaussian {
 		t.Errorf("table %+v", tb)
 	}
-	if want := (Budget{Total: 10, PerUser: 5, DefaultPerQuery: 0.1, MaxPerQuery: 1, Delta: 1e-9}); tb.Budget != want {
+	if want := (Budget{Total: 10, PerUser: 5, DefaultPerQuery: 0.1, MaxPerQuery: 1, Delta: 1e-9, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
 		t.Errorf("budget %+v, want %+v", tb.Budget, want)
 	}
 	want := []*Column{
@@ -332,7 +332,7 @@ func TestDemo(t *testing.T) {
 	if tb == nil || tb.Source != "main" || tb.SourceTable != "adult" || tb.Noise != Laplace {
 		t.Fatalf("table %+v", tb)
 	}
-	if want := (Budget{Total: 100, PerUser: 20, DefaultPerQuery: 0.1, MaxPerQuery: 2}); tb.Budget != want {
+	if want := (Budget{Total: 100, PerUser: 20, DefaultPerQuery: 0.1, MaxPerQuery: 2, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
 		t.Errorf("budget %+v", tb.Budget)
 	}
 	cat := func(vs ...string) *Column {
@@ -380,5 +380,38 @@ func TestDemo(t *testing.T) {
 	c.Tables[0].Name = "changed"
 	if Demo().Tables[0].Name != "adult" {
 		t.Error("Demo returns shared state")
+	}
+}
+
+func TestIssue4Settings(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(`
+database: d
+sources: {main: {driver: sqlite, path: x.sqlite}}
+tables:
+  t:
+    budget: {total: 10, per_user: 5, default_per_query: 0.1, topk_selection_share: 0.25}
+    columns: {a: {type: integer, min: 0, max: 9}}
+users:
+  u: {password: p, role: analyst, default_epsilon: 0.2, max_epsilon: 0.5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Table("t").Budget.TopKSelectionShare; got != 0.25 {
+		t.Fatalf("share %v", got)
+	}
+	if u := c.User("u"); u.DefaultEpsilon != 0.2 || u.MaxEpsilon != 0.5 {
+		t.Fatalf("user %+v", u)
+	}
+	_, err = Parse("c.yaml", []byte(`
+database: d
+sources: {main: {driver: sqlite, path: x.sqlite}}
+tables:
+  t:
+    budget: {total: 10, per_user: 5, default_per_query: 0.1, topk_selection_share: 1.5}
+    columns: {a: {type: integer, min: 0, max: 9}}
+`))
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:6: tables.t.budget.topk_selection_share: must be in (0, 1)") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -248,3 +248,32 @@ func TestHistogramPushdownAppliesPolicies(t *testing.T) {
 		t.Error("histogram was not cached")
 	}
 }
+
+// The exact interval of a direct Laplace answer covers the truth at least
+// 95% of the time, and not much more.
+func TestHalfWidth95CoversDirectLaplace(t *testing.T) {
+	w := workload(t, rangesAndGroups[0])
+	p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 0.3})
+	if err != nil || p.Kind != planner.Direct {
+		t.Fatalf("plan %v %v", p, err)
+	}
+	x := histogram(w.Cells())
+	exact := Contract(w.Queries[0].Aggregates[0], x, w.Sizes(), nil)[0]
+	r := noise.NewRand()
+	const runs = 20000
+	covered := 0
+	for i := 0; i < runs; i++ {
+		ans, err := Measure(p, x, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw := HalfWidth95(p, 0, 0, ans.Variance[0][0][0])
+		if math.Abs(ans.Values[0][0][0]-exact) <= hw {
+			covered++
+		}
+	}
+	// Binomial(20000, ≥0.95): 5σ below 0.95 is 0.9423; the discrete quantile overshoots by at most one step.
+	if rate := float64(covered) / runs; rate < 0.9423 || rate > 0.99 {
+		t.Fatalf("coverage %.4f, want ≥ 0.95", rate)
+	}
+}
