@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 
@@ -129,7 +128,8 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			continue
 		}
 		j := i + 1
-		for j < len(parsed) && parsed[j].Kind == parser.KindAggregate && strings.EqualFold(parsed[j].Query.Table, t.Name) {
+		for j < len(parsed) && parsed[j].Kind == parser.KindAggregate && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
+			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
 			j++
 		}
 		rs, err := e.batch(ctx, s, t, parsed[i:j])
@@ -140,28 +140,6 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		i = j
 	}
 	return out, nil
-}
-
-// privacy returns the batch's options from the session and the catalog.
-func (e *Engine) privacy(s *Session, t *catalog.Table) (planner.Options, budget.Cost, error) {
-	eps := t.Budget.DefaultPerQuery
-	if s.UserVar != nil {
-		if v, ok := s.UserVar("dp_epsilon"); ok && v != nil {
-			f, ok := toFloat(v)
-			if !ok || !(f > 0) || math.IsInf(f, 0) {
-				return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "@dp_epsilon must be a positive number, got %v", v)
-			}
-			eps = f
-		}
-	}
-	if t.Budget.MaxPerQuery > 0 && eps > t.Budget.MaxPerQuery*(1+1e-12) {
-		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "@dp_epsilon = %g exceeds the per-query maximum ε = %g for table %s", eps, t.Budget.MaxPerQuery, t.Name)
-	}
-	if t.Noise == catalog.Gaussian {
-		rho := budget.RhoForEpsilon(eps, t.Budget.Delta)
-		return planner.Options{Noise: catalog.Gaussian, Rho: rho}, budget.Cost{Rho: rho}, nil
-	}
-	return planner.Options{Noise: catalog.Laplace, Epsilon: eps}, budget.Cost{Epsilon: eps}, nil
 }
 
 func toFloat(v any) (float64, bool) {
@@ -202,11 +180,14 @@ func normalise(s string) string {
 }
 
 func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
-	opt, cost, err := e.privacy(s, t)
+	w, err := compile.Compile(t, sts)
 	if err != nil {
 		return nil, err
 	}
-	w, err := compile.Compile(t, sts)
+	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
+		return e.topK(ctx, s, t, w, sts)
+	}
+	opt, cost, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +219,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	}
 	out := make([]*Result, len(w.Queries))
 	for q, qu := range w.Queries {
-		out[q] = assemble(w, qu, ans.Values[q], ans.Variance[q])
+		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
 	}
 	return out, nil
 }

@@ -7,13 +7,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// z95 is the two-sided 95% normal quantile used for DP_CI_LOW/HIGH.
+// z95 is the two-sided 95% normal quantile (for intervals of ratios).
 const z95 = 1.959963984540054
 
 func cellValue(c *catalog.Column, cell catalog.Cell) any {
@@ -41,6 +43,24 @@ func columnType(c *catalog.Column) ColumnType {
 	return TypeString
 }
 
+// measured is one query's noisy aggregates: per aggregate, per group, the
+// value, its exact variance and the half-width of its 95% interval.
+type measured struct {
+	vals, vars, half [][]float64
+}
+
+func measuredFrom(p *planner.Plan, ans *exec.Answers, q int) *measured {
+	m := &measured{vals: ans.Values[q], vars: ans.Variance[q]}
+	for a, vs := range m.vars {
+		h := make([]float64, len(vs))
+		for g, v := range vs {
+			h[g] = exec.HalfWidth95(p, q, a, v)
+		}
+		m.half = append(m.half, h)
+	}
+	return m
+}
+
 type row struct {
 	group  int
 	values []any     // visible and hidden items
@@ -49,8 +69,9 @@ type row struct {
 
 // assemble turns noisy aggregates into rows: labels per group, rounding
 // counts, ratios, error bars, then HAVING, ORDER BY and LIMIT, all
-// post-processing on noisy values.
-func assemble(w *compile.Workload, q *compile.Query, vals, vars [][]float64) *Result {
+// post-processing on noisy values. only, if not nil, lists the groups to
+// show in that order (a top-k selection); m is nil when nothing was measured.
+func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *Result {
 	res := &Result{}
 	for _, it := range q.Items[:q.Visible] {
 		col := Column{Name: it.Name, Type: TypeFloat64}
@@ -66,10 +87,15 @@ func assemble(w *compile.Workload, q *compile.Query, vals, vars [][]float64) *Re
 	for i, j := range q.GroupCols {
 		cells[i] = w.Columns[j].Cells()
 	}
-	groups := q.Groups(w)
+	groups := only
+	if groups == nil {
+		for g := 0; g < q.Groups(w); g++ {
+			groups = append(groups, g)
+		}
+	}
 	idx := make([]int, len(q.GroupCols))
 	var rows []row
-	for g := 0; g < groups; g++ {
+	for _, g := range groups {
 		rem := g
 		for i := len(q.GroupCols) - 1; i >= 0; i-- {
 			idx[i] = rem % len(cells[i])
@@ -77,7 +103,7 @@ func assemble(w *compile.Workload, q *compile.Query, vals, vars [][]float64) *Re
 		}
 		r := row{group: g}
 		for _, it := range q.Items {
-			v, key := itemValue(w, q, it, idx, cells, g, vals, vars)
+			v, key := itemValue(w, q, it, idx, cells, g, m)
 			r.values = append(r.values, v)
 			r.keys = append(r.keys, key)
 		}
@@ -86,7 +112,9 @@ func assemble(w *compile.Workload, q *compile.Query, vals, vars [][]float64) *Re
 		}
 		rows = append(rows, r)
 	}
-	if len(q.Order) > 0 {
+	// A top-k selection without measured values keeps the mechanism's order;
+	// otherwise ORDER BY sorts on the noisy values (post-processing).
+	if len(q.Order) > 0 && (only == nil || m != nil) {
 		sort.SliceStable(rows, func(a, b int) bool {
 			for _, k := range q.Order {
 				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
@@ -123,34 +151,41 @@ func labelOrder(q *compile.Query, item, group int, cells [][]catalog.Cell) int {
 	return rem % len(cells[gi])
 }
 
-func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, vals, vars [][]float64) (any, float64) {
-	switch it.Kind {
-	case compile.ItemGroup:
+func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, m *measured) (any, float64) {
+	if it.Kind == compile.ItemGroup {
 		c := w.Columns[q.GroupCols[it.Group]]
 		return cellValue(c, cells[it.Group][idx[it.Group]]), math.NaN()
-	case compile.ItemRatio:
-		num, den := vals[it.Agg][g], vals[it.Den][g]
+	}
+	if m == nil {
+		return nil, math.NaN()
+	}
+	if it.Kind == compile.ItemRatio {
+		num, den := m.vals[it.Agg][g], m.vals[it.Den][g]
 		if den < 1 {
 			den = 1 // post-processing: a noisy count below one means too few rows to average
 		}
 		v := num / den
-		// Delta-method variance of a ratio of (approximately independent) noisy estimates.
-		sd := math.Sqrt(vars[it.Agg][g]/(den*den) + v*v*vars[it.Den][g]/(den*den))
-		return bar(it.Bar, v, sd, false)
+		// Delta-method standard error of a ratio of noisy estimates.
+		sd := math.Sqrt(m.vars[it.Agg][g]/(den*den) + v*v*m.vars[it.Den][g]/(den*den))
+		lo, hi := v-z95*sd, v+z95*sd
+		// The true average lies in [Lo, Hi]: clamping there is free and only helps.
+		clamp := func(x float64) float64 { return math.Min(math.Max(x, it.Lo), it.Hi) }
+		return bar(it.Bar, clamp(v), sd, clamp(lo), clamp(hi), false)
 	}
-	v := vals[it.Agg][g]
-	sd := math.Sqrt(vars[it.Agg][g])
-	return bar(it.Bar, v, sd, it.IsCount)
+	v := m.vals[it.Agg][g]
+	sd := math.Sqrt(m.vars[it.Agg][g])
+	h := m.half[it.Agg][g]
+	return bar(it.Bar, v, sd, v-h, v+h, it.IsCount)
 }
 
-func bar(b parser.ErrorBar, v, sd float64, isCount bool) (any, float64) {
+func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) {
 	switch b {
 	case parser.BarStderr:
 		return sd, sd
 	case parser.BarCILow:
-		return v - z95*sd, v - z95*sd
+		return lo, lo
 	case parser.BarCIHigh:
-		return v + z95*sd, v + z95*sd
+		return hi, hi
 	}
 	if isCount {
 		c := math.Max(0, math.Round(v))
@@ -280,10 +315,6 @@ func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
 // strategies considered with their expected errors, the privacy cost, each
 // answer's standard error, and the budget that would remain.
 func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) (*Result, error) {
-	opt, cost, err := e.privacy(s, t)
-	if err != nil {
-		return nil, err
-	}
 	inner := make([]*parser.Statement, len(sts))
 	for i, st := range sts {
 		cp := *st
@@ -293,6 +324,16 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	w, err := compile.Compile(t, inner)
 	if err != nil {
 		return nil, err
+	}
+	opt, cost, err := e.options(s, t, w)
+	if err != nil {
+		return nil, err
+	}
+	var selEps float64
+	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
+		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
+			return nil, err
+		}
 	}
 	plan, err := planner.Choose(w, opt)
 	if err != nil {
@@ -313,6 +354,16 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
 	} else {
 		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
+	}
+	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
+	if selEps > 0 {
+		k := *w.Queries[0].Source.Limit
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, w.Queries[0].Groups(w), selEps))
+		if !measuresValues(w.Queries[0]) {
+			add("charged", "nothing (EXPLAIN)")
+			return res, nil
+		}
+		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
 	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))

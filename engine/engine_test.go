@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/demo"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/parser"
+)
+
+type fixture struct {
+	eng    *Engine
+	ledger *budget.Ledger
+	data   string
+}
+
+const testCatalog = `
+database: demo
+sources: {main: {driver: sqlite, path: demo.sqlite}}
+tables:
+  adult:
+    noise: laplace
+    budget: {total: 100000, per_user: 100000, default_per_query: 0.1, max_per_query: 5}
+    columns:
+      age: {type: integer, min: 17, max: 90}
+      education: {type: categorical, values: [Preschool, 1st-4th, 5th-6th, 7th-8th, 9th, 10th, 11th, 12th, HS-grad, Some-college, Assoc-voc, Assoc-acdm, Bachelors, Masters, Prof-school, Doctorate]}
+      occupation: {type: categorical, values: [Tech-support, Craft-repair, Other-service, Sales, Exec-managerial, Prof-specialty, Handlers-cleaners, Machine-op-inspct, Adm-clerical, Farming-fishing, Transport-moving, Priv-house-serv, Protective-serv, Armed-Forces]}
+      sex: {type: categorical, values: [Female, Male]}
+      hours_per_week: {type: integer, min: 1, max: 99}
+users:
+  analyst: {password: analyst, role: analyst}
+  capped: {password: capped, role: analyst, default_epsilon: 0.2, max_epsilon: 0.3}
+  auditor: {password: auditor, role: auditor}
+`
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := demo.Generate(ctx, filepath.Join(dir, "demo.sqlite"), 5000); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Parse("test.yaml", []byte(testCatalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := budget.Open(ctx, filepath.Join(dir, "ledger.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	h, err := exec.Open(ctx, cat, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return &fixture{
+		eng:    New(Config{Catalog: cat, Ledger: l, Histograms: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}),
+		ledger: l, data: filepath.Join(dir, "demo.sqlite"),
+	}
+}
+
+func session(user string, vars map[string]any) *Session {
+	return &Session{ConnID: 1, User: user, UserVar: func(n string) (any, bool) { v, ok := vars[n]; return v, ok }}
+}
+
+func (f *fixture) entries(t *testing.T) []budget.Entry {
+	t.Helper()
+	es, err := f.ledger.Entries(context.Background(), budget.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func (f *fixture) answer(t *testing.T, s *Session, sql string) *Result {
+	t.Helper()
+	rs, err := f.eng.Answer(context.Background(), s, []string{sql})
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return rs[0]
+}
+
+func refusal(t *testing.T, err error, code int, contains string) {
+	t.Helper()
+	pe, ok := err.(*parser.Error)
+	if !ok || pe.Code != code || !strings.Contains(pe.Message, contains) {
+		t.Fatalf("got %v, want %d containing %q", err, code, contains)
+	}
+}
+
+func TestExplainChargesNothing(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	for _, q := range []string{
+		"EXPLAIN SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40",
+		"EXPLAIN SELECT occupation, COUNT(*) AS n FROM adult WHERE age > 50 GROUP BY occupation ORDER BY n DESC LIMIT 3",
+		"EXPLAIN SELECT education, AVG(hours_per_week) FROM adult GROUP BY education",
+	} {
+		r := f.answer(t, s, q)
+		if len(r.Rows) < 5 || r.Columns[0].Name != "property" {
+			t.Fatalf("%s: %+v", q, r)
+		}
+	}
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("EXPLAIN charged %d entries", n)
+	}
+}
+
+// @dp_max_stderr spends the least ε that meets the target; the answers'
+// empirical standard error is within 10% of it.
+func TestAccuracyTarget(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarMaxStderr: 25.0})
+	truth := sqlCount(t, f.data, "SELECT COUNT(*) FROM adult WHERE sex = 'Female'")
+	const runs = 400
+	var sq float64
+	for i := 0; i < runs; i++ {
+		r := f.answer(t, s, "SELECT COUNT(*), DP_STDERR(COUNT(*)) FROM adult WHERE sex = 'Female'")
+		got, se := r.Rows[0][0].(int64), r.Rows[0][1].(float64)
+		if se > 25 || se < 25*0.999 {
+			t.Fatalf("reported stderr %v, want just below 25", se)
+		}
+		d := float64(got - truth)
+		sq += d * d
+	}
+	emp := math.Sqrt(sq / runs)
+	// 400 Laplace draws estimate the stderr to about ±6% (1σ ≈ 3.5%).
+	if math.Abs(emp-25) > 2.5 {
+		t.Fatalf("empirical stderr %.2f, target 25", emp)
+	}
+	es := f.entries(t)
+	if len(es) != runs || math.Abs(es[0].Cost.Epsilon-math.Sqrt2/25) > 1e-3 {
+		t.Fatalf("%d entries, first ε %v (≈ √2/25 expected)", len(es), es[0].Cost.Epsilon)
+	}
+}
+
+func sqlCount(t *testing.T, path, q string, args ...any) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Noise aside, SUM and AVG per group equal SQL's SUM and AVG on the binned
+// data (width-1 integer bins: the midpoint is the value itself).
+func TestSumAvgNoiselessEqualSQL(t *testing.T) {
+	f := newFixture(t)
+	tab := f.eng.cat.Table("adult")
+	sts, err := parser.Parse("SELECT education, SUM(hours_per_week), AVG(hours_per_week) FROM adult WHERE age >= 30 GROUP BY education", f.eng.protected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := compile.Compile(tab, []*parser.Statement{&sts[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := f.eng.hist.Histogram(context.Background(), tab, w.Columns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := w.Queries[0]
+	sum := exec.Contract(q.Aggregates[q.Items[1].Agg], x, w.Sizes(), q.GroupCols)
+	cnt := exec.Contract(q.Aggregates[q.Items[2].Den], x, w.Sizes(), q.GroupCols)
+	db, err := sql.Open("sqlite", "file:"+f.data+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for g, edu := range tab.Column("education").Values {
+		var s sql.NullFloat64
+		var a sql.NullFloat64
+		if err := db.QueryRow("SELECT SUM(hours_per_week), AVG(hours_per_week) FROM adult WHERE age >= 30 AND education = ?", edu).Scan(&s, &a); err != nil {
+			t.Fatal(err)
+		}
+		if sum[g] != s.Float64 {
+			t.Fatalf("%s: SUM %v, SQL %v", edu, sum[g], s.Float64)
+		}
+		if cnt[g] > 0 && math.Abs(sum[g]/cnt[g]-a.Float64) > 1e-9 {
+			t.Fatalf("%s: AVG %v, SQL %v", edu, sum[g]/cnt[g], a.Float64)
+		}
+	}
+}
+
+func TestTopK(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 1.0})
+	r := f.answer(t, s, "SELECT occupation, COUNT(*) AS n FROM adult WHERE age > 50 GROUP BY occupation ORDER BY n DESC LIMIT 3")
+	if len(r.Rows) != 3 || r.Columns[1].Name != "n" {
+		t.Fatalf("%+v", r)
+	}
+	seen := map[any]bool{}
+	for i, row := range r.Rows {
+		seen[row[0]] = true
+		if i > 0 && row[1].(int64) > r.Rows[i-1][1].(int64) {
+			t.Fatalf("rows not ordered by the noisy count: %v", r.Rows)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("groups not distinct: %v", r.Rows)
+	}
+	es := f.entries(t)
+	if len(es) != 1 || es[0].Mechanism != "exponential+laplace" || math.Abs(es[0].Cost.Epsilon-1) > 1e-12 {
+		t.Fatalf("ledger %+v", es)
+	}
+	// Selection only: the whole ε goes to the exponential mechanism.
+	r = f.answer(t, s, "SELECT occupation FROM adult GROUP BY occupation ORDER BY COUNT(*) ASC LIMIT 2")
+	if len(r.Rows) != 2 || len(r.Columns) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	if es := f.entries(t); es[1].Mechanism != "exponential" {
+		t.Fatalf("mechanism %q", es[1].Mechanism)
+	}
+	// A LIMIT at least the number of groups is an ordinary GROUP BY.
+	r = f.answer(t, s, "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 10")
+	if len(r.Rows) != 2 || f.entries(t)[2].Mechanism != "laplace" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// With a large ε the exponential mechanism picks the true top 3.
+func TestTopKFindsTheLargestGroups(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 5.0})
+	r := f.answer(t, s, "SELECT education FROM adult GROUP BY education ORDER BY COUNT(*) DESC LIMIT 3")
+	got := map[string]bool{}
+	for _, row := range r.Rows {
+		got[row[0].(string)] = true
+	}
+	for _, want := range []string{"HS-grad", "Some-college", "Bachelors"} {
+		if !got[want] {
+			t.Fatalf("top 3 %v lacks %s", r.Rows, want)
+		}
+	}
+}
+
+func TestHavingAndAverages(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 2.0})
+	r := f.answer(t, s, "SELECT education, COUNT(*) AS n FROM adult GROUP BY education HAVING COUNT(*) > 400 ORDER BY n DESC")
+	for _, row := range r.Rows {
+		if row[1].(int64) <= 400 {
+			t.Fatalf("HAVING kept %v", row)
+		}
+	}
+	if len(r.Rows) == 0 || len(r.Rows) == 16 {
+		t.Fatalf("HAVING kept %d of 16 groups", len(r.Rows))
+	}
+	r = f.answer(t, s, "SELECT education, AVG(hours_per_week) AS h, DP_CI_LOW(AVG(hours_per_week)), DP_CI_HIGH(AVG(hours_per_week)) FROM adult GROUP BY education")
+	for _, row := range r.Rows {
+		h, lo, hi := row[1].(float64), row[2].(float64), row[3].(float64)
+		if h < 1 || h > 99 || lo > h || hi < h || lo < 1 || hi > 99 {
+			t.Fatalf("AVG outside the domain or its interval: %v", row)
+		}
+	}
+}
+
+func TestSessionOptionsAndRefusals(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// Per-user default ε from the catalog.
+	f.answer(t, session("capped", nil), "SELECT COUNT(*) FROM adult")
+	if es := f.entries(t); es[0].Cost.Epsilon != 0.2 {
+		t.Fatalf("user default ε: %v", es[0].Cost.Epsilon)
+	}
+	cases := []struct {
+		user, sql string
+		vars      map[string]any
+		code      int
+		msg       string
+	}{
+		{"capped", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: 0.5}, parser.CodeDPRefused, "per-query maximum ε = 0.3"},
+		{"analyst", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: "lots"}, parser.CodeDPRefused, "@dp_epsilon must be a positive number"},
+		{"analyst", "SELECT AVG(sex) FROM adult", nil, parser.CodeDPRefused, "sex is categorical"},
+		{"analyst", "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY age", nil, parser.CodeDPRefused, "ORDER BY"},
+		{"auditor", "SELECT COUNT(*) FROM adult", nil, parser.CodeDPRefused, "only analysts run DP queries"},
+	}
+	for _, c := range cases {
+		_, err := f.eng.Answer(ctx, session(c.user, c.vars), []string{c.sql})
+		refusal(t, err, c.code, c.msg)
+	}
+	if n := len(f.entries(t)); n != 1 {
+		t.Fatalf("refusals charged: %d entries", n)
+	}
+}

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Session variables that set the privacy of the next batches.
+const (
+	VarEpsilon   = "dp_epsilon"    // ε of a batch
+	VarRho       = "dp_rho"        // ρ of a batch on a Gaussian table (instead of ε)
+	VarMaxStderr = "dp_max_stderr" // accuracy target: the least ε whose answers all have at most this standard error
+)
+
+// sessionFloat reads a numeric session variable; ok is false when unset or NULL.
+func sessionFloat(s *Session, name string) (float64, bool, error) {
+	if s.UserVar == nil {
+		return 0, false, nil
+	}
+	v, ok := s.UserVar(name)
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	f, good := toFloat(v)
+	if !good || !(f > 0) || math.IsInf(f, 0) {
+		return 0, false, parser.Errorf(parser.CodeDPRefused, "@%s must be a positive number, got %v", name, v)
+	}
+	return f, true, nil
+}
+
+// maxEpsilon is the most one batch of this user may spend on t (0: no cap
+// beyond the budgets).
+func maxEpsilon(u *catalog.User, t *catalog.Table) float64 {
+	m := t.Budget.MaxPerQuery
+	if u != nil && u.MaxEpsilon > 0 && (m == 0 || u.MaxEpsilon < m) {
+		m = u.MaxEpsilon
+	}
+	return m
+}
+
+// defaultEpsilon is the ε of a batch when the session sets nothing.
+func defaultEpsilon(u *catalog.User, t *catalog.Table) float64 {
+	if u != nil && u.DefaultEpsilon > 0 {
+		return u.DefaultEpsilon
+	}
+	return t.Budget.DefaultPerQuery
+}
+
+// options returns the batch's privacy parameters: @dp_max_stderr first (the
+// least ε meeting the target, found from the plan before anything is
+// spent), else @dp_rho on Gaussian tables, else @dp_epsilon, else the
+// user's or the table's default; all capped by the per-query maximum.
+func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, error) {
+	u := e.cat.User(s.User)
+	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
+	if err != nil {
+		return planner.Options{}, budget.Cost{}, err
+	}
+	rho, hasRho, err := sessionFloat(s, VarRho)
+	if err != nil {
+		return planner.Options{}, budget.Cost{}, err
+	}
+	eps, hasEps, err := sessionFloat(s, VarEpsilon)
+	if err != nil {
+		return planner.Options{}, budget.Cost{}, err
+	}
+	if !hasEps {
+		eps = defaultEpsilon(u, t)
+	}
+	var opt planner.Options
+	switch {
+	case hasTarget:
+		opt, err = e.forTarget(t, w, target)
+		if err != nil {
+			return planner.Options{}, budget.Cost{}, err
+		}
+	case t.Noise == catalog.Gaussian && hasRho:
+		opt = planner.Options{Noise: catalog.Gaussian, Rho: rho}
+	case t.Noise == catalog.Gaussian:
+		opt = planner.Options{Noise: catalog.Gaussian, Rho: budget.RhoForEpsilon(eps, t.Budget.Delta)}
+	default:
+		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
+	}
+	cost := budget.Cost{Epsilon: opt.Epsilon, Rho: opt.Rho}
+	spend := budget.EpsilonFor(cost, t.Budget.Delta)
+	if m := maxEpsilon(u, t); m > 0 && spend > m*(1+1e-9) {
+		how := fmt.Sprintf("ε = %.6g", spend)
+		switch {
+		case hasTarget:
+			how = fmt.Sprintf("@dp_max_stderr = %g needs ε = %.6g, which", target, spend)
+		case hasRho:
+			how = fmt.Sprintf("@dp_rho = %g is ε = %.6g at δ = %g, which", rho, spend, t.Budget.Delta)
+		default:
+			how += ","
+		}
+		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "%s exceeds the per-query maximum ε = %g on table %s; lower it (SET @dp_epsilon = ...)", how, m, t.Name)
+	}
+	return opt, cost, nil
+}
+
+// forTarget finds the least ε (ρ) such that every measured answer's
+// expected standard error is at most target. Laplace error scales as 1/ε and
+// Gaussian as 1/√ρ up to the discreteness of the noise, so one rescaling
+// lands next to the answer; a few steps up make the bound hold exactly.
+func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (planner.Options, error) {
+	opt := planner.Options{Noise: t.Noise, Epsilon: 1, Rho: 1}
+	worst := func(o planner.Options) (float64, error) {
+		p, err := planner.Choose(w, o)
+		if err != nil {
+			return 0, err
+		}
+		return maxStderr(p), nil
+	}
+	sd, err := worst(opt)
+	if err != nil {
+		return opt, e.internal("plan", err)
+	}
+	if sd == 0 {
+		return opt, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
+	}
+	for i := 0; i < 20 && (i == 0 || sd > target); i++ {
+		ratio := sd / target * (1 + 1e-9)
+		if t.Noise == catalog.Gaussian {
+			opt.Rho *= ratio * ratio
+		} else {
+			opt.Epsilon *= ratio
+		}
+		if sd, err = worst(opt); err != nil {
+			return opt, e.internal("plan", err)
+		}
+	}
+	if sd > target {
+		return opt, e.internal("accuracy target", fmt.Errorf("no ε reached stderr %g (last %g)", target, sd))
+	}
+	if t.Noise == catalog.Gaussian {
+		opt.Epsilon = 0
+	} else {
+		opt.Rho = 0
+	}
+	return opt, nil
+}
+
+// maxStderr is the largest expected standard error over every measured answer.
+func maxStderr(p *planner.Plan) float64 {
+	w := p.Workload
+	worst := 0.0
+	for q, qu := range w.Queries {
+		group := make([]int, len(qu.GroupCols))
+		for a := range qu.Aggregates {
+			for g := 0; g < qu.Groups(w); g++ {
+				rem := g
+				for i := len(group) - 1; i >= 0; i-- {
+					size := w.Columns[qu.GroupCols[i]].Size()
+					group[i] = rem % size
+					rem /= size
+				}
+				worst = math.Max(worst, p.Variance(q, a, group))
+			}
+		}
+	}
+	return math.Sqrt(worst)
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// looksTopK is the syntactic shape of a top-k query (GROUP BY, ORDER BY a
+// count first, LIMIT): such statements are batches of their own.
+func looksTopK(q *parser.Query) bool {
+	if q == nil || q.Limit == nil || len(q.GroupBy) == 0 || len(q.OrderBy) == 0 {
+		return false
+	}
+	o := q.OrderBy[0]
+	if o.SelectIndex >= 0 && o.SelectIndex < len(q.Select) {
+		it := q.Select[o.SelectIndex]
+		return (it.Agg == parser.AggCount || it.Agg == parser.AggCountCol) && it.Bar == parser.BarNone
+	}
+	return o.Agg == parser.AggCount || o.Agg == parser.AggCountCol
+}
+
+// isTopK reports whether q selects the k largest (or smallest) groups by
+// count with k smaller than the number of groups: a selection, answered by
+// the exponential mechanism. With k at least the number of groups the
+// query is an ordinary GROUP BY whose ordering is free post-processing.
+func isTopK(w *compile.Workload, q *compile.Query) bool {
+	if !looksTopK(q.Source) || len(q.Order) == 0 {
+		return false
+	}
+	it := q.Items[q.Order[0].Item]
+	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(q.Groups(w))
+}
+
+// measuresValues reports whether a top-k query needs noisy values after the
+// selection: an aggregate in the select list, or a HAVING on noisy values.
+func measuresValues(q *compile.Query) bool {
+	if q.Having != nil {
+		return true
+	}
+	for _, it := range q.Items[:q.Visible] {
+		if it.Kind != compile.ItemGroup {
+			return true
+		}
+	}
+	return false
+}
+
+// epsilonGrid is the denominator of the rational ε handed to the
+// exponential mechanism. ε is rounded down to it, so the mechanism never
+// spends more than the ledger charged.
+const epsilonGrid = 1 << 20
+
+// topKOptions splits a top-k batch's privacy between the selection (pure
+// ε, exponential mechanism) and the measurement of the selected groups'
+// values, by the table's topk_selection_share. It returns the measurement's
+// options, the total cost, and the selection's ε.
+func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
+	opt, cost, err := e.options(s, t, w)
+	if err != nil {
+		return opt, cost, 0, err
+	}
+	total := budget.EpsilonFor(cost, t.Budget.Delta)
+	if !measuresValues(w.Queries[0]) {
+		return planner.Options{}, budget.Cost{Epsilon: total}, total, nil
+	}
+	share := t.Budget.TopKSelectionShare
+	if share <= 0 || share >= 1 {
+		share = catalog.DefaultTopKSelectionShare
+	}
+	if v, ok, _ := sessionFloat(s, VarMaxStderr); ok && v > 0 {
+		// The target sizes the measurement; the selection gets its share on top.
+		sel := total * share / (1 - share)
+		cost.Epsilon += sel
+		if m := maxEpsilon(e.cat.User(s.User), t); m > 0 && total+sel > m*(1+1e-9) {
+			return opt, cost, 0, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr with top-k selection needs ε = %.6g, above the per-query maximum ε = %g on table %s", total+sel, m, t.Name)
+		}
+		return opt, cost, sel, nil
+	}
+	sel := total * share
+	meas := total - sel
+	if t.Noise == catalog.Gaussian {
+		rho := budget.RhoForEpsilon(meas, t.Budget.Delta)
+		return planner.Options{Noise: catalog.Gaussian, Rho: rho}, budget.Cost{Epsilon: sel, Rho: rho}, sel, nil
+	}
+	return planner.Options{Noise: catalog.Laplace, Epsilon: meas}, budget.Cost{Epsilon: sel + meas}, sel, nil
+}
+
+// topK answers a top-k query.
+//
+// Privacy: the selection is k rounds of the exponential mechanism without
+// replacement, each with ε_sel/k, utility = the group's exact count (its
+// negation for ASC), sensitivity 1: adding or removing a row changes one
+// group's count by one. Its cost is ε_sel (basic composition). When values
+// are asked for, every group is measured with the remaining budget by the
+// matrix mechanism and only the selected groups are shown (post-processing).
+// Both are charged in one ledger entry before anything is released.
+func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
+	q := w.Queries[0]
+	opt, cost, selEps, err := e.topKOptions(s, t, w)
+	if err != nil {
+		return nil, err
+	}
+	epsNum := uint64(math.Floor(selEps * epsilonGrid))
+	if epsNum == 0 {
+		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-20)", selEps)
+	}
+	var plan *planner.Plan
+	mechanism := "exponential"
+	strategy := "top-k"
+	if measuresValues(q) {
+		if plan, err = planner.Choose(w, opt); err != nil {
+			return nil, e.internal("plan", err)
+		}
+		mechanism += "+" + string(opt.Noise)
+		strategy += "; " + plan.Name
+	}
+	x, err := e.hist.Histogram(ctx, t, w.Columns)
+	if err != nil {
+		return nil, e.internal("histogram", err)
+	}
+	entry, err := e.ledger.Charge(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts),
+	}, e.limits(s.User, t))
+	if err != nil {
+		var ex *budget.ExceededError
+		if errors.As(err, &ex) {
+			return nil, parser.Errorf(parser.CodeBudgetExceeded, "%s", ex.Error())
+		}
+		return nil, e.internal("ledger charge", err)
+	}
+	order := q.Order[0]
+	counts := exec.Contract(q.Aggregates[q.Items[order.Item].Agg], x, w.Sizes(), q.GroupCols)
+	utilities := make([]int64, len(counts))
+	for g, c := range counts {
+		utilities[g] = int64(math.Round(c))
+		if !order.Desc {
+			utilities[g] = -utilities[g]
+		}
+	}
+	r := noise.NewRand()
+	chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
+	var m *measured
+	if plan != nil {
+		ans, err := exec.Measure(plan, x, r)
+		if err != nil {
+			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+			return nil, e.internal("measure", err)
+		}
+		m = measuredFrom(plan, ans, 0)
+	}
+	return []*Result{assemble(w, q, m, chosen)}, nil
+}
