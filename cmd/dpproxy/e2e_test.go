@@ -287,11 +287,7 @@ func TestEndToEndMySQLCLI(t *testing.T) {
 	bin := mysqlCLI(t)
 	p, addr := startProxy(t, "")
 	host, port := splitHostPort(addr)
-	run := func(sql string) (string, error) {
-		cmd := exec.Command(bin, "-h", host, "-P", port, "-u", "analyst", "-panalyst", "--protocol=tcp", "--batch", "--skip-ssl", "demo", "-e", sql)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	run := func(sql string) (string, error) { return runCLI(bin, host, port, sql) }
 	out, err := run("SHOW TABLES; SHOW COLUMNS FROM adult")
 	if err != nil || !strings.Contains(out, "adult") || !strings.Contains(out, "hours_per_week") {
 		t.Fatalf("browse: %v\n%s", err, out)
@@ -317,4 +313,11 @@ func TestEndToEndMySQLCLI(t *testing.T) {
 	if len(entries(t, p)) != 3 {
 		t.Fatalf("ledger: %d entries, want 3", len(entries(t, p)))
 	}
+}
+
+// runCLI runs the mysql client in batch mode as user analyst.
+func runCLI(bin, host, port, sql string) (string, error) {
+	cmd := exec.Command(bin, "-h", host, "-P", port, "-u", "analyst", "-panalyst", "--protocol=tcp", "--batch", "--skip-ssl", "demo", "-e", sql)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
