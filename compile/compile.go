@@ -98,7 +98,16 @@ const (
 	ItemGroup ItemKind = iota // the group's cell label of GroupCols[Group]
 	ItemAgg                   // Aggregates[Agg]
 	ItemRatio                 // Aggregates[Agg] / Aggregates[Den] (AVG)
+	ItemExpr                  // arithmetic over other items (Expr)
 )
+
+// ExprNode is arithmetic over items: post-processing of noisy values.
+type ExprNode struct {
+	Op          byte // '+', '-', '*', '/'; 0 for a leaf
+	Left, Right *ExprNode
+	Item        int     // leaf: index into Query.Items; -1 for a number
+	Number      float64 // number leaf
+}
 
 // Item is one output column of a query.
 type Item struct {
@@ -113,6 +122,8 @@ type Item struct {
 	// for. The true average lies between them, so clamping the noisy one
 	// into [Lo, Hi] is free post-processing that only reduces error.
 	Lo, Hi float64
+	// Expr is the arithmetic of an ItemExpr.
+	Expr *ExprNode
 }
 
 // Compile turns parsed aggregate queries over one table into a workload.
@@ -153,11 +164,29 @@ func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) err
 		used[c.Name] = true
 		return nil
 	}
+	var leaves func(e *parser.AggExpr) error
+	leaves = func(e *parser.AggExpr) error {
+		if e == nil {
+			return nil
+		}
+		if e.Leaf != nil && e.Leaf.Column != "" {
+			if err := add(e.Leaf.Column); err != nil {
+				return err
+			}
+		}
+		if err := leaves(e.Left); err != nil {
+			return err
+		}
+		return leaves(e.Right)
+	}
 	for _, it := range q.Select {
 		if it.Column != "" {
 			if err := add(it.Column); err != nil {
 				return err
 			}
+		}
+		if err := leaves(it.Expr); err != nil {
+			return err
 		}
 	}
 	for _, g := range q.GroupBy {
@@ -243,6 +272,11 @@ func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Que
 	}
 	for _, it := range src.Select {
 		item := Item{Bar: it.Bar, Name: it.Alias}
+		if it.Expr != nil {
+			item.Kind = ItemExpr // resolved below, once hidden items can be added
+			q.Items = append(q.Items, item)
+			continue
+		}
 		switch it.Agg {
 		case parser.AggNone:
 			pos := slices.Index(q.GroupCols, index[w.Table.Column(it.Column).Name])
@@ -287,13 +321,13 @@ func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Que
 	// Aggregates HAVING and ORDER BY name are items too, hidden when not selected.
 	itemFor := func(it parser.SelectItem) (int, error) {
 		for i, x := range q.Source.Select {
-			if x.Agg == it.Agg && x.Column == it.Column && x.Bar == parser.BarNone && it.Agg != parser.AggNone {
+			if x.Expr == nil && x.Agg == it.Agg && x.Column == it.Column && x.Bar == parser.BarNone && it.Agg != parser.AggNone {
 				return i, nil
 			}
 		}
 		if it.Agg == parser.AggNone {
 			for i, x := range q.Source.Select {
-				if x.Agg == parser.AggNone && x.Column == it.Column {
+				if x.Expr == nil && x.Agg == parser.AggNone && x.Column == it.Column {
 					return i, nil
 				}
 			}
@@ -324,6 +358,31 @@ func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Que
 		}
 		q.Items = append(q.Items, item)
 		return len(q.Items) - 1, nil
+	}
+	var expr func(e *parser.AggExpr) (*ExprNode, error)
+	expr = func(e *parser.AggExpr) (*ExprNode, error) {
+		if e.Op == 0 {
+			if e.Leaf == nil {
+				return &ExprNode{Item: -1, Number: e.Number}, nil
+			}
+			i, err := itemFor(*e.Leaf)
+			return &ExprNode{Item: i}, err
+		}
+		l, err := expr(e.Left)
+		if err != nil {
+			return nil, err
+		}
+		r, err := expr(e.Right)
+		return &ExprNode{Op: e.Op, Left: l, Right: r}, err
+	}
+	for i, it := range src.Select {
+		if it.Expr != nil {
+			n, err := expr(it.Expr)
+			if err != nil {
+				return nil, err
+			}
+			q.Items[i].Expr = n
+		}
 	}
 	var cond func(p parser.Pred) (Condition, error)
 	cond = func(p parser.Pred) (Condition, error) {

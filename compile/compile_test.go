@@ -136,8 +136,12 @@ func bruteEval(t *catalog.Table, cols []*catalog.Column, cell []int, p parser.Pr
 func lit(s string) parser.Literal { return parser.Literal{Text: s} }
 
 func TestTruthTablesMatchBruteForce(t *testing.T) {
-	age := func(op parser.CompareOp, v string) parser.Pred { return parser.Compare{Column: "age", Op: op, Value: lit(v)} }
-	sex := func(op parser.CompareOp, v string) parser.Pred { return parser.Compare{Column: "sex", Op: op, Value: lit(v)} }
+	age := func(op parser.CompareOp, v string) parser.Pred {
+		return parser.Compare{Column: "age", Op: op, Value: lit(v)}
+	}
+	sex := func(op parser.CompareOp, v string) parser.Pred {
+		return parser.Compare{Column: "sex", Op: op, Value: lit(v)}
+	}
 	cases := []struct {
 		name string
 		p    parser.Pred
@@ -262,8 +266,8 @@ func TestGroupByAndSumWeights(t *testing.T) {
 // items (this once recursed without end).
 func TestHiddenItemsForHavingAndOrder(t *testing.T) {
 	q := &parser.Query{Table: "t", GroupBy: []string{"sex"},
-		Select: []parser.SelectItem{{Column: "sex", Alias: "sex"}, {Agg: parser.AggAvg, Column: "hours", Alias: "a"}},
-		Having: parser.AggCompare{Item: parser.SelectItem{Agg: parser.AggCount}, Op: parser.OpGt, Value: 3},
+		Select:  []parser.SelectItem{{Column: "sex", Alias: "sex"}, {Agg: parser.AggAvg, Column: "hours", Alias: "a"}},
+		Having:  parser.AggCompare{Item: parser.SelectItem{Agg: parser.AggCount}, Op: parser.OpGt, Value: 3},
 		OrderBy: []parser.OrderItem{{SelectIndex: -1, Agg: parser.AggSum, Column: "hours", Desc: true}},
 	}
 	w, err := Compile(testTable(), []*parser.Statement{{Kind: parser.KindAggregate, Query: q}})

@@ -301,3 +301,22 @@ func TestSessionOptionsAndRefusals(t *testing.T) {
 		t.Fatalf("refusals charged: %d entries", n)
 	}
 }
+
+// Arithmetic over aggregates is post-processing of the noisy values.
+func TestArithmeticOverAggregates(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 1.0})
+	r := f.answer(t, s, "SELECT sex, COUNT(*) AS n, COUNT(*) * 2 AS twice, SUM(hours_per_week) / COUNT(*) AS mean, -COUNT(*) + 1 FROM adult GROUP BY sex")
+	if len(r.Rows) != 2 || r.Columns[2].Name != "twice" || r.Columns[4].Name != "-COUNT(*) + 1" {
+		t.Fatalf("%+v", r)
+	}
+	for _, row := range r.Rows {
+		n, twice, mean, neg := row[1].(int64), row[2].(float64), row[3].(float64), row[4].(float64)
+		if twice != 2*float64(n) || neg != 1-float64(n) || mean < 20 || mean > 60 {
+			t.Fatalf("row %v", row)
+		}
+	}
+	if n := len(f.entries(t)); n != 1 {
+		t.Fatalf("%d entries, want 1", n)
+	}
+}

@@ -107,6 +107,16 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			r.values = append(r.values, v)
 			r.keys = append(r.keys, key)
 		}
+		// Arithmetic over items, once every item it uses has its value.
+		for i, it := range q.Items {
+			if it.Kind == compile.ItemExpr && m != nil {
+				x := evalExpr(it.Expr, r.keys)
+				r.keys[i] = x
+				if !math.IsNaN(x) && !math.IsInf(x, 0) {
+					r.values[i] = x
+				}
+			}
+		}
 		if q.Having != nil && !holds(q.Having, r.keys) {
 			continue
 		}
@@ -156,7 +166,7 @@ func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int
 		c := w.Columns[q.GroupCols[it.Group]]
 		return cellValue(c, cells[it.Group][idx[it.Group]]), math.NaN()
 	}
-	if m == nil {
+	if m == nil || it.Kind == compile.ItemExpr {
 		return nil, math.NaN()
 	}
 	if it.Kind == compile.ItemRatio {
@@ -192,6 +202,30 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 		return int64(c), c
 	}
 	return v, v
+}
+
+// evalExpr computes arithmetic over items' noisy values; division by zero
+// is NULL, as in MySQL.
+func evalExpr(e *compile.ExprNode, keys []float64) float64 {
+	if e.Op == 0 {
+		if e.Item < 0 {
+			return e.Number
+		}
+		return keys[e.Item]
+	}
+	l, r := evalExpr(e.Left, keys), evalExpr(e.Right, keys)
+	switch e.Op {
+	case '+':
+		return l + r
+	case '-':
+		return l - r
+	case '*':
+		return l * r
+	}
+	if r == 0 {
+		return math.NaN()
+	}
+	return l / r
 }
 
 func holds(c compile.Condition, keys []float64) bool {

@@ -61,6 +61,18 @@ type SelectItem struct {
 	Column string   // the column for AggNone, AggCountCol, AggSum, AggAvg (lower-case, unqualified)
 	Bar    ErrorBar // error bar requested around Agg
 	Alias  string   // output name: the alias, else the expression as written (MySQL style)
+	// Expr, when not nil, is arithmetic over aggregates (SUM(c) / COUNT(*),
+	// COUNT(*) * 2): computed from the noisy aggregates, so free
+	// post-processing. Agg is then AggNone and Column empty.
+	Expr *AggExpr
+}
+
+// AggExpr is a tree of + - * / over aggregates and numbers.
+type AggExpr struct {
+	Op          byte // '+', '-', '*', '/'; 0 for a leaf
+	Left, Right *AggExpr
+	Leaf        *SelectItem // an aggregate leaf (Agg and Column set)
+	Number      float64     // a number leaf, when Leaf is nil
 }
 
 // Query is a DP query over one protected table.

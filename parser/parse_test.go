@@ -527,8 +527,9 @@ func TestParseRefusals(t *testing.T) {
 		{"SELECT SUM(DISTINCT age) FROM adult", CodeNotSupported, "SUM(DISTINCT ...)"},
 		{"SELECT SUM(age * 2) FROM adult", CodeNotSupported, "SUM takes a column"},
 		{"SELECT COUNT(NULL) FROM adult", CodeNotSupported, "COUNT takes *, 1 or a column"},
-		{"SELECT ROUND(AVG(age), 2) FROM adult", CodeNotSupported, "expressions over aggregates"},
-		{"SELECT COUNT(*) * 2 FROM adult", CodeNotSupported, "expressions over aggregates"},
+		{"SELECT ROUND(AVG(age), 2) FROM adult", CodeNotSupported, "arithmetic over aggregates takes + - * /"},
+		{"SELECT COUNT(*) % 2 FROM adult", CodeNotSupported, "arithmetic over aggregates takes + - * /"},
+		{"SELECT DP_STDERR(COUNT(*)) * 2 FROM adult", CodeNotSupported, "error bars of arithmetic"},
 		{"SELECT DP_STDERR(age) FROM adult", CodeNotSupported, "DP_STDERR takes one aggregate"},
 		{"SELECT DP_STDERR(DP_STDERR(COUNT(*))) FROM adult", CodeNotSupported, "DP_STDERR takes one aggregate"},
 		{"SELECT DP_CI_LOW(MAX(age)) FROM adult", CodeDPRefused, "MAX is refused"},
@@ -700,5 +701,24 @@ func TestParseNeverPanics(t *testing.T) {
 		for i := 0; i <= len(in); i++ {
 			_, _ = Parse(in[:i], protectedAdult)
 		}
+	}
+}
+
+func TestParseArithmeticOverAggregates(t *testing.T) {
+	sts, err := Parse("SELECT SUM(hours_per_week) / COUNT(*) AS mean, (COUNT(*) + 1) * 2 FROM adult", protectedAdult)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := sts[0].Query
+	if sts[0].Kind != KindAggregate || len(q.Select) != 2 {
+		t.Fatalf("%+v", sts[0])
+	}
+	e := q.Select[0].Expr
+	if e == nil || e.Op != '/' || e.Left.Leaf.Agg != AggSum || e.Left.Leaf.Column != "hours_per_week" || e.Right.Leaf.Agg != AggCount || q.Select[0].Alias != "mean" {
+		t.Fatalf("%+v", q.Select[0])
+	}
+	e = q.Select[1].Expr
+	if e.Op != '*' || e.Left.Op != '+' || e.Left.Right.Number != 1 || e.Right.Number != 2 || q.Select[1].Alias != "(COUNT(*) + 1) * 2" {
+		t.Fatalf("%+v %+v", q.Select[1], e)
 	}
 }

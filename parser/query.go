@@ -361,13 +361,73 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 		}
 		it.kind = itemOther
 		if hasAggregate(x) {
-			it.err = Errorf(CodeNotSupported, "expressions over aggregates ('%s') are not supported: select the aggregate itself and compute in the client; %s", it.text, selectHelp)
+			expr, err := b.aggExpr(x)
+			if err == nil {
+				it.kind, it.Expr = itemAgg, expr
+				return it
+			}
+			it.err = err
 		}
 		return it
 	default:
 		return item{kind: itemOther, text: sqlparser.String(se), SelectItem: SelectItem{Alias: sqlparser.String(se)},
 			err: Errorf(CodeNotSupported, "'%s' is not supported: %s", sqlparser.String(se), selectHelp)}
 	}
+}
+
+// aggExpr parses arithmetic (+ - * /, unary minus, parentheses) over
+// aggregates and numbers.
+func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
+	e = unparen(e)
+	unsupported := Errorf(CodeNotSupported, "'%s': arithmetic over aggregates takes + - * / of aggregates (COUNT, SUM, AVG) and numbers, e.g. SUM(c) / COUNT(*); %s", sqlparser.String(e), selectHelp)
+	switch x := e.(type) {
+	case *sqlparser.BinaryExpr:
+		var op byte
+		switch x.Operator {
+		case sqlparser.PlusStr, sqlparser.MinusStr, sqlparser.MultStr, sqlparser.DivStr:
+			op = x.Operator[0]
+		default:
+			return nil, unsupported
+		}
+		l, err := b.aggExpr(x.Left)
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.aggExpr(x.Right)
+		if err != nil {
+			return nil, err
+		}
+		return &AggExpr{Op: op, Left: l, Right: r}, nil
+	case *sqlparser.UnaryExpr:
+		if x.Operator != sqlparser.UMinusStr {
+			return nil, unsupported
+		}
+		inner, err := b.aggExpr(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		return &AggExpr{Op: '-', Left: &AggExpr{Number: 0}, Right: inner}, nil
+	case *sqlparser.SQLVal:
+		if x.Type != sqlparser.IntVal && x.Type != sqlparser.FloatVal {
+			return nil, unsupported
+		}
+		f, err := strconv.ParseFloat(string(x.Val), 64)
+		if err != nil {
+			return nil, unsupported
+		}
+		return &AggExpr{Number: f}, nil
+	}
+	agg, ok, err := b.aggregate(e)
+	if !ok {
+		return nil, unsupported
+	}
+	if err != nil {
+		return nil, err
+	}
+	if agg.Bar != BarNone {
+		return nil, Errorf(CodeNotSupported, "error bars of arithmetic are not supported: select DP_STDERR of each aggregate")
+	}
+	return &AggExpr{Leaf: &SelectItem{Agg: agg.Agg, Column: agg.Column}}, nil
 }
 
 // hasAggregate reports whether an aggregate call occurs anywhere in e.
