@@ -91,6 +91,16 @@ func (q *Query) Groups(w *Workload) int {
 	return n
 }
 
+// GroupCells decodes group g (row-major over GroupCols) into one cell
+// index per group column, written to cells (len(GroupCols)).
+func (q *Query) GroupCells(w *Workload, g int, cells []int) {
+	for i := len(q.GroupCols) - 1; i >= 0; i-- {
+		size := w.Columns[q.GroupCols[i]].Size()
+		cells[i] = g % size
+		g /= size
+	}
+}
+
 // ItemKind says how an output column is computed from the measured aggregates.
 type ItemKind int
 

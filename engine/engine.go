@@ -200,16 +200,9 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if err != nil {
 		return nil, e.internal("histogram", err)
 	}
-	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: string(opt.Noise), Strategy: plan.Name, Cost: cost, QueryDigest: digest(sts),
-	}, e.limits(s.User, t))
+	entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts)
 	if err != nil {
-		var ex *budget.ExceededError
-		if errors.As(err, &ex) {
-			return nil, parser.Errorf(parser.CodeBudgetExceeded, "%s", ex.Error())
-		}
-		return nil, e.internal("ledger charge", err)
+		return nil, err
 	}
 	ans, err := exec.Measure(plan, x, noise.NewRand())
 	if err != nil {
@@ -222,6 +215,23 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
 	}
 	return out, nil
+}
+
+// charge records a batch's cost in the ledger before anything is released.
+// An overspend is refused with 3901 and charges nothing.
+func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement) (budget.Entry, error) {
+	entry, err := e.ledger.Charge(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts),
+	}, e.limits(s.User, t))
+	if err != nil {
+		var ex *budget.ExceededError
+		if errors.As(err, &ex) {
+			return entry, parser.Errorf(parser.CodeBudgetExceeded, "%s", ex.Error())
+		}
+		return entry, e.internal("ledger charge", err)
+	}
+	return entry, nil
 }
 
 func (e *Engine) internal(stage string, err error) error {

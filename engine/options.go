@@ -154,12 +154,7 @@ func maxStderr(p *planner.Plan) float64 {
 		group := make([]int, len(qu.GroupCols))
 		for a := range qu.Aggregates {
 			for g := 0; g < qu.Groups(w); g++ {
-				rem := g
-				for i := len(group) - 1; i >= 0; i-- {
-					size := w.Columns[qu.GroupCols[i]].Size()
-					group[i] = rem % size
-					rem /= size
-				}
+				qu.GroupCells(w, g, group)
 				worst = math.Max(worst, p.Variance(q, a, group))
 			}
 		}

@@ -63,6 +63,7 @@ func measuredFrom(p *planner.Plan, ans *exec.Answers, q int) *measured {
 
 type row struct {
 	group  int
+	cells  []int     // the group's cell per group column: ORDER BY a group column sorts by the declared order
 	values []any     // visible and hidden items
 	keys   []float64 // numeric value per item for HAVING/ORDER (NaN for labels)
 }
@@ -96,12 +97,8 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	idx := make([]int, len(q.GroupCols))
 	var rows []row
 	for _, g := range groups {
-		rem := g
-		for i := len(q.GroupCols) - 1; i >= 0; i-- {
-			idx[i] = rem % len(cells[i])
-			rem /= len(cells[i])
-		}
-		r := row{group: g}
+		q.GroupCells(w, g, idx)
+		r := row{group: g, cells: append([]int(nil), idx...)}
 		for _, it := range q.Items {
 			v, key := itemValue(w, q, it, idx, cells, g, m)
 			r.values = append(r.values, v)
@@ -130,8 +127,8 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
 				if math.IsNaN(x) { // labels: order by the domain order
 					x, y = float64(rows[a].group), float64(rows[b].group)
-					if q.Items[k.Item].Kind == compile.ItemGroup {
-						x, y = float64(labelOrder(q, k.Item, rows[a].group, cells)), float64(labelOrder(q, k.Item, rows[b].group, cells))
+					if it := q.Items[k.Item]; it.Kind == compile.ItemGroup {
+						x, y = float64(rows[a].cells[it.Group]), float64(rows[b].cells[it.Group])
 					}
 				}
 				if x != y {
@@ -148,17 +145,6 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		res.Rows = append(res.Rows, r.values[:q.Visible])
 	}
 	return res
-}
-
-// labelOrder is the position of a group's cell in its column's domain:
-// ORDER BY a group column sorts by the declared order.
-func labelOrder(q *compile.Query, item, group int, cells [][]catalog.Cell) int {
-	gi := q.Items[item].Group
-	rem := group
-	for i := len(cells) - 1; i > gi; i-- {
-		rem /= len(cells[i])
-	}
-	return rem % len(cells[gi])
 }
 
 func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, m *measured) (any, float64) {
@@ -413,12 +399,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			lo, hi := math.Inf(1), math.Inf(-1)
 			group := make([]int, len(qu.GroupCols))
 			for g := 0; g < qu.Groups(w); g++ {
-				rem := g
-				for k := len(qu.GroupCols) - 1; k >= 0; k-- {
-					size := w.Columns[qu.GroupCols[k]].Size()
-					group[k] = rem % size
-					rem /= size
-				}
+				qu.GroupCells(w, g, group)
 				sd := math.Sqrt(plan.Variance(q, it.Agg, group))
 				lo, hi = math.Min(lo, sd), math.Max(hi, sd)
 			}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"math"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -127,16 +126,9 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	if err != nil {
 		return nil, e.internal("histogram", err)
 	}
-	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts),
-	}, e.limits(s.User, t))
+	entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
 	if err != nil {
-		var ex *budget.ExceededError
-		if errors.As(err, &ex) {
-			return nil, parser.Errorf(parser.CodeBudgetExceeded, "%s", ex.Error())
-		}
-		return nil, e.internal("ledger charge", err)
+		return nil, err
 	}
 	order := q.Order[0]
 	counts := exec.Contract(q.Aggregates[q.Items[order.Item].Agg], x, w.Sizes(), q.GroupCols)
