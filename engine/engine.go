@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
@@ -34,8 +33,7 @@ type Engine struct {
 	hist   *exec.Histograms
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	stored map[string][]*Result // released answers by table, normalised batch text and options
+	stored *answerStore // released answers, re-released for free on an identical batch
 }
 
 // New returns an Engine.
@@ -44,7 +42,7 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: map[string][]*Result{}}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore()}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -191,6 +189,10 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if err != nil {
 		return nil, err
 	}
+	key := reuseKey(t, sts, opt)
+	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
+		return rs, err
+	}
 	plan, err := planner.Choose(w, opt)
 	if err != nil {
 		return nil, e.internal("plan", err)
@@ -214,6 +216,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	for q, qu := range w.Queries {
 		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
 	}
+	e.stored.put(key, out)
 	return out, nil
 }
 

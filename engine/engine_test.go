@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"database/sql"
 	"io"
 	"log/slog"
@@ -127,7 +128,8 @@ func TestAccuracyTarget(t *testing.T) {
 	const runs = 400
 	var sq float64
 	for i := 0; i < runs; i++ {
-		r := f.answer(t, s, "SELECT COUNT(*), DP_STDERR(COUNT(*)) FROM adult WHERE sex = 'Female'")
+		// A different LIMIT each time keeps the answer store from re-releasing the first answer.
+		r := f.answer(t, s, fmt.Sprintf("SELECT COUNT(*), DP_STDERR(COUNT(*)) FROM adult WHERE sex = 'Female' LIMIT %d", i+1))
 		got, se := r.Rows[0][0].(int64), r.Rows[0][1].(float64)
 		if se > 25 || se < 25*0.999 {
 			t.Fatalf("reported stderr %v, want just below 25", se)
@@ -318,5 +320,28 @@ func TestArithmeticOverAggregates(t *testing.T) {
 	}
 	if n := len(f.entries(t)); n != 1 {
 		t.Fatalf("%d entries, want 1", n)
+	}
+}
+
+// An identical batch, however written, re-releases the stored answer for
+// free; other options are another query.
+func TestRepeatedQueriesReuseStoredAnswers(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	a := f.answer(t, s, "SELECT sex, COUNT(*) AS n FROM adult WHERE age > 30 AND sex IN ('Female', 'Male') GROUP BY sex")
+	b := f.answer(t, s, "/* refresh */ select `sex`, count(*) as cnt from `adult` where AGE > '30' and sex in ('female','male') group by 1")
+	if fmt.Sprint(a.Rows) != fmt.Sprint(b.Rows) || b.Columns[1].Name != "cnt" {
+		t.Fatalf("reuse: %v / %v (%v)", a.Rows, b.Rows, b.Columns)
+	}
+	// AND and OR of the same terms are different queries.
+	f.answer(t, s, "SELECT sex, COUNT(*) AS n FROM adult WHERE age > 30 OR sex IN ('Female', 'Male') GROUP BY sex")
+	es := f.entries(t)
+	if len(es) != 3 || es[0].Kind != budget.KindCharge || es[1].Kind != budget.KindReuse || !es[1].Cost.IsZero() || es[2].Kind != budget.KindCharge {
+		t.Fatalf("ledger %+v", es)
+	}
+	// Another ε is another query.
+	f.answer(t, session("analyst", map[string]any{VarEpsilon: 0.3}), "SELECT sex, COUNT(*) AS n FROM adult WHERE age > 30 AND sex IN ('Female', 'Male') GROUP BY sex")
+	if es := f.entries(t); es[3].Kind != budget.KindCharge {
+		t.Fatalf("ledger %+v", es[3])
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -108,6 +109,10 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	if err != nil {
 		return nil, err
 	}
+	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
+	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
+		return rs, err
+	}
 	epsNum := uint64(math.Floor(selEps * epsilonGrid))
 	if epsNum == 0 {
 		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-20)", selEps)
@@ -150,5 +155,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		}
 		m = measuredFrom(plan, ans, 0)
 	}
-	return []*Result{assemble(w, q, m, chosen)}, nil
+	out := []*Result{assemble(w, q, m, chosen)}
+	e.stored.put(key, out)
+	return out, nil
 }
