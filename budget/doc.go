@@ -26,6 +26,17 @@
 // See [Ledger.Verify] for what is and is not detected, and [Ledger.SignHead]
 // for anchoring the chain outside the file.
 //
+// # Limits and signed heads
+//
+// The limits a charge is checked against are the caller's (the catalog's).
+// [Ledger.RecordLimits] puts their changes on the same chain, as zero-cost
+// KindLimits entries naming the new and the previous value, so that the
+// history of the limits is in the ledger with the charges made under them
+// ([ParseLimitEntry] reads them back). [Ledger.AppendSignedHead] keeps
+// Ed25519-signed heads in a separate file, one per line; [ReadSignedHeads],
+// [VerifyHeadSignature] and [Ledger.CheckHead] let an auditor holding only
+// the public key check that the ledger still holds every signed head.
+//
 // # Files and concurrency
 //
 // Beside the ledger file SQLite keeps "-wal" and "-shm" files, and the

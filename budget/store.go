@@ -30,6 +30,7 @@ const schemaVersion = 1
 // process or several) may share a file: every write is one BEGIN IMMEDIATE
 // transaction, which SQLite serialises across connections and processes.
 type Ledger struct {
+	path string // absolute
 	// db reads: deferred (snapshot) transactions, waiting up to busyTimeout
 	// in SQLite's busy handler.
 	db *sql.DB
@@ -115,6 +116,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
 	}
 	l := &Ledger{
+		path:   abs,
 		db:     db,
 		wdb:    wdb,
 		log:    slog.Default().With("component", "budget", "ledger", abs),
@@ -212,6 +214,9 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// Path is the ledger file's absolute path.
+func (l *Ledger) Path() string { return l.path }
 
 // Close waits for writes in progress and closes the ledger's connections.
 // Every entry appended before has already been committed. Later calls
@@ -359,6 +364,17 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return time.Duration(half + binary.LittleEndian.Uint64(b[:])%half)
+}
+
+// IsDamaged reports whether err is SQLite's report of a damaged database
+// file (SQLITE_CORRUPT or SQLITE_NOTADB), e.g. a ledger file cut short.
+func IsDamaged(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	c := e.Code() & 0xff
+	return c == sqlite3.SQLITE_CORRUPT || c == sqlite3.SQLITE_NOTADB
 }
 
 // isBusy reports whether err is SQLITE_BUSY (any extended code): another

@@ -19,6 +19,19 @@ type Catalog struct {
 	Users    []*User
 	// Path is the file the catalog was loaded from ("<embedded demo>" for the default).
 	Path string
+	// Ledger configures the privacy ledger's optional signing.
+	Ledger Ledger
+}
+
+// Ledger is the catalog's "ledger" section.
+type Ledger struct {
+	// SigningKey is the file holding the Ed25519 private key that signs the
+	// ledger's head ("" for none): a 32-byte seed in hex or base64, or a PEM
+	// PKCS #8 key. A relative path is relative to the data directory.
+	SigningKey string
+	// PublicKey is the Ed25519 public key (hex, base64 or PEM) that audit
+	// verify checks signed heads with; "" derives it from SigningKey.
+	PublicKey string
 }
 
 // Source is a database holding protected tables.

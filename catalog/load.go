@@ -392,7 +392,7 @@ func (p *parser) name(n node, name string) bool {
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (p *parser) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "users")
+	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger")
 	if !ok {
 		return nil
 	}
@@ -444,7 +444,29 @@ func (p *parser) catalog(root node) *Catalog {
 			}
 		}
 	}
+	if n, ok := f["ledger"]; ok {
+		p.ledger(n, &cat.Ledger)
+	}
 	return cat
+}
+
+// ledger reads the optional "ledger" section: signing_key (a file path) and
+// public_key (the key's text). The key itself is read where it is used.
+func (p *parser) ledger(n node, l *Ledger) {
+	f, ok := p.fields(n, "signing_key", "public_key")
+	if !ok {
+		return
+	}
+	for key, dst := range map[string]*string{"signing_key": &l.SigningKey, "public_key": &l.PublicKey} {
+		if v, has := f[key]; has {
+			if s, ok := p.scalar(v); ok {
+				if strings.TrimSpace(s) == "" {
+					p.errorf(v.line, v.path, "must not be empty")
+				}
+				*dst = s
+			}
+		}
+	}
 }
 
 func (p *parser) source(e entry) *Source {

@@ -1,22 +1,35 @@
 // Package mysqlfront wires go-mysql-server (GMS) as dpproxy's MySQL protocol
 // front.
 //
-// Protected tables exist in GMS as schema only: an in-memory database named
-// catalog.Database with one table per protected table and no rows. Every
+// Protected tables exist in GMS as schema only: a database named
+// catalog.Database with one table per protected table, no rows, and a
+// refusal (3900) for any statement that would scan one (schema.go). Every
 // statement that touches a protected table is intercepted and handed to the
 // Backend (the engine); everything else — SHOW, SET, SELECT @@x,
 // information_schema, USE, ROLLBACK, COM_PING, COM_INIT_DB, COM_FIELD_LIST… —
 // is answered by GMS. Since GMS holds no rows, nothing it answers can reveal
-// protected data.
+// protected data. A few session statements GMS gets wrong for dpproxy's
+// users are answered by the front itself: KILL, SHOW PROCESSLIST, SHOW
+// GRANTS (session.go).
 //
-// Authentication is GMS's, narrowed to mysql_native_password against the
-// catalog's password hashes; unknown users and wrong passwords both get 1045.
-// Each catalog user may SELECT from the catalog database and
-// information_schema and set session and user variables, nothing else; the
-// GMS engine is read-only besides. Clients may switch to TLS (Config.TLS),
-// which can be required (Config.RequireTLS).
+// Under the MySQL protocol handler sits a packet layer (netconn.go): it runs
+// TLS (Config.TLS; required with Config.RequireTLS, refused clients get
+// MySQL's 3159), answers COM_STATISTICS, and repairs vitess's answer to a
+// COM_STMT_PREPARE that does not parse. Authentication (auth.go) checks the
+// catalog's password hashes with mysql_native_password or
+// caching_sha2_password (fast from a cache, full over TLS or RSA); unknown
+// users and wrong passwords both get MySQL's 1045. Each catalog user may
+// SELECT from the catalog database and information_schema and set session
+// and user variables, nothing else; the GMS engine is read-only besides.
+//
+// Errors go-mysql-server reports are given MySQL's codes, SQLSTATEs and
+// message shapes (1064 syntax errors, 1146, 1054, 1049/1044, 1142, ...;
+// errors.go): BI tools parse them.
 //
 // Statement flow:
+//   - The backend reads statements in MySQL's default lexical conventions:
+//     under a session sql_mode with ANSI_QUOTES or NO_BACKSLASH_ESCAPES the
+//     front rewrites quotes first (lex.go), so "adult" stays the table.
 //   - COM_QUERY without CLIENT_MULTI_STATEMENTS: the whole text is one
 //     statement; if Backend.Intercepts it, Backend.Answer gets it alone.
 //   - COM_QUERY with CLIENT_MULTI_STATEMENTS (mysql CLI, go-sql-driver with
@@ -45,6 +58,7 @@ package mysqlfront
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -54,6 +68,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqle "github.com/dolthub/go-mysql-server"
@@ -61,7 +76,6 @@ import (
 	"github.com/dolthub/go-mysql-server/server"
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
-	"github.com/dolthub/go-mysql-server/sql/types"
 	"github.com/dolthub/vitess/go/mysql"
 	"github.com/dolthub/vitess/go/sqltypes"
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
@@ -103,24 +117,42 @@ type Config struct {
 	// Logger receives dpproxy's logs and, routed, those of go-mysql-server
 	// and vitess. nil means slog.Default().
 	Logger *slog.Logger
-	// TLS, when set, lets clients switch to TLS (mysql --ssl, DSN tls=...).
+	// TLS, when set, lets clients switch to TLS (mysql --ssl, DSN tls=...):
+	// the handshake announces it and MySQL clients that prefer TLS (the
+	// default of MySQL 8 clients, Connector/J with useSSL) switch. See
+	// LoadTLS and SelfSignedTLS.
 	TLS *tls.Config
-	// RequireTLS refuses clients that do not switch to TLS; it needs TLS.
+	// RequireTLS refuses clients that do not switch to TLS (MySQL's error
+	// 3159, before authentication); it needs TLS.
 	RequireTLS bool
+	// AuthPlugin is the authentication plugin the handshake announces:
+	// mysql_native_password (the default) or caching_sha2_password. Clients
+	// may answer with either; see auth.go.
+	AuthPlugin string
+	// RSAKey decrypts caching_sha2_password passwords that clients send
+	// without TLS; nil generates a 2048-bit key on first use.
+	RSAKey *rsa.PrivateKey
+	// Audit, when set, adds the read-only audit tables (schema dpproxy; see audit.go).
+	Audit *Audit
 }
 
 // Server is a running MySQL front.
 type Server struct {
+	cfg        Config
 	log        *slog.Logger
 	version    string
 	requireTLS bool
+	tlsConfig  *tls.Config
+	started    time.Time
+	questions  atomic.Int64 // commands received, for COM_STATISTICS
+	creds      *credentials
 	listener   net.Listener
 	engine     *sqle.Engine
 	gms        *server.Server
 	icpt       *interceptor
 
 	mu        sync.Mutex
-	conns     map[uint32]*mysql.Conn
+	conns     map[uint32]*connInfo
 	closed    bool
 	closeOnce sync.Once
 }
@@ -141,12 +173,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RequireTLS && cfg.TLS == nil {
 		return nil, errors.New("mysqlfront: RequireTLS without a TLS configuration")
 	}
+	authPlugin := mysql.AuthMethodDescription(cfg.AuthPlugin)
+	switch authPlugin {
+	case "":
+		authPlugin = mysql.MysqlNativePassword
+	case mysql.MysqlNativePassword, mysql.CachingSha2Password:
+	default:
+		return nil, fmt.Errorf("mysqlfront: unsupported auth plugin %q (mysql_native_password or caching_sha2_password)", cfg.AuthPlugin)
+	}
+	creds, err := newCredentials(cfg.Catalog.Users, cfg.RSAKey)
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("component", "mysqlfront")
 	routeLibraryLogs(log)
+
+	// GMS initialises process-wide variables when an engine and a server are
+	// built; two Servers built at once (tests) would race on them.
+	gmsInit.Lock()
+	defer gmsInit.Unlock()
 
 	// GMS checks no FILE privilege: LOAD_FILE, INTO OUTFILE and LOAD DATA are
 	// limited only by secure_file_priv ("" = anywhere). guard refuses them;
@@ -157,6 +206,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	pro, err := schemaOnlyDatabase(cfg.Catalog)
 	if err != nil {
+		return nil, err
+	}
+	if err := addAuditDatabase(pro, cfg.Catalog, cfg.Audit); err != nil {
 		return nil, err
 	}
 	eng := sqle.NewDefault(pro)
@@ -174,26 +226,38 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{
+		cfg:        cfg,
 		log:        log,
 		version:    cfg.Version,
 		requireTLS: cfg.RequireTLS,
+		tlsConfig:  cfg.TLS.Clone(),
+		started:    time.Now(),
 		listener:   l,
 		engine:     eng,
-		conns:      map[uint32]*mysql.Conn{},
+		conns:      map[uint32]*connInfo{},
 	}
-	s.icpt = &interceptor{backend: cfg.Backend, log: log}
+	s.creds = creds
+	s.icpt = &interceptor{backend: cfg.Backend, log: log, srv: s}
 	var chain server.InterceptorChain
 	chain.WithInterceptor(s.icpt)
+	auth := &authServer{def: authPlugin}
+	native, sha2 := nativeMethod{creds}, sha2Method{creds}
+	if authPlugin == mysql.CachingSha2Password {
+		auth.methods = []mysql.AuthMethod{sha2, native}
+	} else {
+		auth.methods = []mysql.AuthMethod{native, sha2}
+	}
 	gcfg := server.Config{
-		Protocol:               "tcp",
-		Address:                l.Addr().String(),
-		Listener:               l,
-		Version:                cfg.Version,
-		TLSConfig:              cfg.TLS.Clone(),
-		RequireSecureTransport: cfg.RequireTLS,
-		Options:                []server.Option{chain.Option(), s.trackConnections},
+		Protocol: "tcp",
+		Address:  l.Addr().String(),
+		Listener: &frontListener{Listener: l, s: s},
+		Version:  cfg.Version,
+		// vitess only announces TLS in the greeting; the packet layer
+		// (netconn.go) runs it and enforces RequireTLS.
+		TLSConfig: s.tlsConfig,
+		Options:   []server.Option{chain.Option(), s.trackConnections},
 		ProtocolListenerFactory: func(c server.Config, lc mysql.ListenerConfig, sel server.ServerEventListener) (server.ProtocolListener, error) {
-			lc.AuthServer = nativeAuth{lc.AuthServer}
+			lc.AuthServer = auth
 			return server.MySQLProtocolListenerFactory(c, lc, sel)
 		},
 	}
@@ -219,8 +283,8 @@ func (s *Server) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		conns := make([]*mysql.Conn, 0, len(s.conns))
-		for _, c := range s.conns {
-			conns = append(conns, c)
+		for _, ci := range s.conns {
+			conns = append(conns, ci.conn)
 		}
 		s.mu.Unlock()
 		for _, c := range conns {
@@ -232,6 +296,27 @@ func (s *Server) Close() error {
 	})
 	return nil
 }
+
+// statistics is the answer to COM_STATISTICS, in MySQL's format. dpproxy
+// has no slow-query log and opens no tables, so those counters are 0.
+func (s *Server) statistics() string {
+	up := time.Since(s.started)
+	s.mu.Lock()
+	threads := len(s.conns)
+	s.mu.Unlock()
+	q := s.questions.Load()
+	secs := int64(up / time.Second)
+	qps := 0.0
+	if secs > 0 {
+		qps = float64(q) / float64(secs)
+	}
+	return fmt.Sprintf("Uptime: %d  Threads: %d  Questions: %d  Slow queries: 0  Opens: 0  Flush tables: 0  Open tables: 0  Queries per second avg: %.3f",
+		secs, threads, q, qps)
+}
+
+// Config is the configuration the server was built with (its Listener
+// belongs to this server).
+func (s *Server) Config() Config { return s.cfg }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.listener.Addr() }
@@ -274,7 +359,7 @@ func (h *connHandler) NewConnection(c *mysql.Conn) {
 	h.s.mu.Lock()
 	closed := h.s.closed
 	if !closed {
-		h.s.conns[c.ConnectionID] = c
+		h.s.conns[c.ConnectionID] = &connInfo{conn: c, since: time.Now()}
 	}
 	h.s.mu.Unlock()
 	h.Handler.NewConnection(c)
@@ -295,7 +380,7 @@ func (h *connHandler) ConnectionClosed(c *mysql.Conn) {
 // client that ignores it would be served: here every command of a clear-text
 // connection is refused and the connection closed.
 func (h *connHandler) insecure(c *mysql.Conn) error {
-	if !h.s.requireTLS || c.TLSEnabled() {
+	if !h.s.requireTLS || connTLS(c) {
 		return nil
 	}
 	c.Close()
@@ -344,45 +429,6 @@ func (h *connHandler) ComResetConnection(c *mysql.Conn) error {
 	return h.Handler.ComResetConnection(c)
 }
 
-// schemaOnlyDatabase is the GMS database clients browse: the protected
-// tables' columns, no rows.
-func schemaOnlyDatabase(cat *catalog.Catalog) (*memory.DbProvider, error) {
-	db := memory.NewDatabase(cat.Database)
-	for _, t := range cat.Tables {
-		if len(t.Columns) == 0 {
-			return nil, fmt.Errorf("mysqlfront: table %s has no columns", t.Name)
-		}
-		var schema sql.Schema
-		for _, c := range t.Columns {
-			typ, err := columnType(c.SQLType())
-			if err != nil {
-				return nil, fmt.Errorf("mysqlfront: %s.%s: %w", t.Name, c.Name, err)
-			}
-			schema = append(schema, &sql.Column{
-				Name:           c.Name,
-				Type:           typ,
-				Nullable:       true,
-				Source:         t.Name,
-				DatabaseSource: cat.Database,
-			})
-		}
-		db.AddTable(t.Name, memory.NewTable(db, t.Name, sql.NewPrimaryKeySchema(schema), db.GetForeignKeyCollection()))
-	}
-	return memory.NewDBProvider(db), nil
-}
-
-func columnType(sqlType string) (sql.Type, error) {
-	switch sqlType {
-	case "varchar(255)":
-		return types.MustCreateStringWithDefaults(sqltypes.VarChar, 255), nil
-	case "bigint":
-		return types.Int64, nil
-	case "double":
-		return types.Float64, nil
-	}
-	return nil, fmt.Errorf("unsupported column type %q", sqlType)
-}
-
 // addUsers enables GMS's user table and adds the catalog's users with their
 // mysql_native_password hashes. Each may SELECT from the catalog database
 // and information_schema; setting session and user variables needs no grant.
@@ -401,6 +447,7 @@ func addUsers(mdb *mysql_db.MySQLDb, cat *catalog.Catalog) error {
 		privs := mysql_db.NewPrivilegeSet()
 		privs.AddDatabase(cat.Database, sql.PrivilegeType_Select)
 		privs.AddDatabase("information_schema", sql.PrivilegeType_Select)
+		auditGrants(privs, u)
 		ed.PutUser(&mysql_db.User{
 			User:                u.Name,
 			Host:                "%",
@@ -414,21 +461,12 @@ func addUsers(mdb *mysql_db.MySQLDb, cat *catalog.Catalog) error {
 	return nil
 }
 
+// gmsInit serialises the construction of GMS engines and servers.
+var gmsInit sync.Mutex
+
 // noFileAccess is the secure_file_priv directory: below /dev/null, so it can
 // never be created.
 var noFileAccess = filepath.Join(os.DevNull, "dpproxy-no-file-access")
 
 // time0 is the password change time recorded for catalog users.
 var time0 = time.Unix(1, 0).UTC()
-
-func validNativeHash(h string) bool {
-	if len(h) != 41 || h[0] != '*' {
-		return false
-	}
-	for _, r := range h[1:] {
-		if !(r >= '0' && r <= '9' || r >= 'A' && r <= 'F' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
-}

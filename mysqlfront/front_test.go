@@ -94,7 +94,11 @@ func (f *fakeBackend) Answer(ctx context.Context, s *engine.Session, stmts []str
 			panic("backend bug")
 		case strings.Contains(low, "slow"):
 			close(f.slow)
-			<-f.release
+			select {
+			case <-f.release:
+			case <-ctx.Done(): // KILL QUERY
+				return nil, ctx.Err()
+			}
 			out = append(out, &engine.Result{Columns: []engine.Column{{Name: "COUNT(*)", Type: engine.TypeInt64}}, Rows: [][]any{{int64(1)}}})
 		case regexp.MustCompile(`^select\s+\*`).MatchString(low):
 			return nil, parser.Errorf(parser.CodeDPRefused, "SELECT * would expose rows; dpproxy answers aggregates")
@@ -159,6 +163,12 @@ type harness struct {
 
 func start(t *testing.T) *harness {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith starts a server whose configuration edit may change.
+func startWith(t *testing.T, edit func(*Config)) *harness {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,13 +178,17 @@ func start(t *testing.T) *harness {
 		w = os.Stderr
 	}
 	fb := newFakeBackend()
-	srv, err := New(Config{
+	cfg := Config{
 		Catalog:  testCatalog(),
 		Backend:  fb,
 		Listener: l,
 		Version:  "8.0.33-dpproxy",
 		Logger:   slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 type interceptor struct {
 	backend Backend
 	log     *slog.Logger
+	srv     *Server
 	// sm is GMS's session manager; it is set once, before the server starts.
 	sm *server.SessionManager
 }
@@ -92,13 +93,19 @@ func (st *connState) take(query string) (pendingResult, bool) {
 func (i *interceptor) Query(ctx context.Context, chain server.Chain, c *mysql.Conn, query string, callback func(res *sqltypes.Result, more bool) error) (err error) {
 	defer i.recoverPanic(c, &err)
 	stateOf(c).reset()
-	if isFieldListQuery(query) || !i.backend.Intercepts(query) {
+	ctx, done := i.begin(ctx, c, query)
+	defer done()
+	if handled, err := i.frontStatement(ctx, c, query, func(r *sqltypes.Result) error { return callback(r, false) }); handled {
+		return err
+	}
+	text := i.backendText(ctx, c, query)
+	if isFieldListQuery(query) || !i.backend.Intercepts(text) {
 		if err := guard(query); err != nil {
 			return err
 		}
-		return chain.ComQuery(ctx, c, query, callback)
+		return i.gmsError(c, query, chain.ComQuery(ctx, c, query, callback))
 	}
-	results, err := i.answer(ctx, c, []string{strings.TrimSpace(query)})
+	results, err := i.answer(ctx, c, []string{strings.TrimSpace(text)})
 	if err != nil {
 		return err
 	}
@@ -129,29 +136,42 @@ func (i *interceptor) MultiQuery(ctx context.Context, chain server.Chain, c *mys
 	stmts := splitStatements(query)
 	if len(stmts) == 0 {
 		// Nothing but blanks, semicolons or comments: GMS reports it.
-		return chain.ComMultiQuery(ctx, c, query, callback)
+		rem, err := chain.ComMultiQuery(ctx, c, query, callback)
+		return rem, i.gmsError(c, query, err)
 	}
-	if !i.backend.Intercepts(stmts[0]) {
+	ctx, done := i.begin(ctx, c, stmts[0])
+	defer done()
+	after := joinStatements(stmts[1:])
+	if handled, err := i.frontStatement(ctx, c, stmts[0], func(r *sqltypes.Result) error { return callback(r, after != "") }); handled {
+		if err != nil {
+			return "", err
+		}
+		return after, nil
+	}
+	texts := make([]string, len(stmts))
+	for k, st := range stmts {
+		texts[k] = i.backendText(ctx, c, st)
+	}
+	if !i.backend.Intercepts(texts[0]) {
 		if err := guard(stmts[0]); err != nil {
 			return "", err
 		}
-		after := joinStatements(stmts[1:])
 		rem, err := chain.ComMultiQuery(ctx, c, stmts[0], func(res *sqltypes.Result, more bool) error {
 			return callback(res, more || after != "")
 		})
 		if err != nil {
 			// MySQL stops a multi-statement request at its first error; the
 			// client reads nothing after an error packet.
-			return "", err
+			return "", i.gmsError(c, stmts[0], err)
 		}
 		return joinStatements(nonEmpty(rem, after)), nil
 	}
 
 	n := 1
-	for n < len(stmts) && i.backend.Intercepts(stmts[n]) {
+	for n < len(stmts) && i.backend.Intercepts(texts[n]) {
 		n++
 	}
-	results, err := i.answer(ctx, c, stmts[:n])
+	results, err := i.answer(ctx, c, texts[:n])
 	if err != nil {
 		return "", err
 	}
@@ -179,14 +199,18 @@ func (i *interceptor) Prepare(ctx context.Context, chain server.Chain, c *mysql.
 	if prepare != nil && prepare.PrepareStmt != "" {
 		stmt = prepare.PrepareStmt
 	}
-	if !i.backend.Intercepts(stmt) {
+	ctx, done := i.begin(ctx, c, stmt)
+	defer done()
+	text := i.backendText(ctx, c, stmt)
+	if !i.backend.Intercepts(text) {
 		if err := guard(query); err != nil {
 			return nil, err
 		}
-		return chain.ComPrepare(ctx, c, query, prepare)
+		fields, err := chain.ComPrepare(ctx, c, query, prepare)
+		return fields, i.gmsError(c, stmt, err)
 	}
 	if prepare != nil {
-		if n := len(placeholders(stmt)); n != int(prepare.ParamsCount) {
+		if n := len(placeholders(text)); n != int(prepare.ParamsCount) {
 			return nil, mysql.NewSQLError(parser.CodeParseError, "42000", "cannot locate the %d parameter markers of the prepared statement", prepare.ParamsCount)
 		}
 	}
@@ -198,13 +222,16 @@ func (i *interceptor) Prepare(ctx context.Context, chain server.Chain, c *mysql.
 // answers like any query.
 func (i *interceptor) StmtExecute(ctx context.Context, chain server.Chain, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) (err error) {
 	defer i.recoverPanic(c, &err)
-	if !i.backend.Intercepts(prepare.PrepareStmt) {
+	ctx, done := i.begin(ctx, c, prepare.PrepareStmt)
+	defer done()
+	text := i.backendText(ctx, c, prepare.PrepareStmt)
+	if !i.backend.Intercepts(text) {
 		if err := guard(prepare.PrepareStmt); err != nil {
 			return err
 		}
-		return chain.ComStmtExecute(ctx, c, prepare, callback)
+		return i.gmsError(c, prepare.PrepareStmt, chain.ComStmtExecute(ctx, c, prepare, callback))
 	}
-	text, err := bindParams(prepare.PrepareStmt, prepare.ParamsCount, prepare.BindVars)
+	text, err = bindParams(text, prepare.ParamsCount, prepare.BindVars)
 	if err != nil {
 		return err
 	}
@@ -220,6 +247,10 @@ func (i *interceptor) StmtExecute(ctx context.Context, chain server.Chain, c *my
 func (i *interceptor) answer(ctx context.Context, c *mysql.Conn, stmts []string) ([]*sqltypes.Result, error) {
 	results, err := i.backend.Answer(ctx, i.session(ctx, c), stmts)
 	if err != nil {
+		if ctx.Err() != nil && i.srv != nil && i.srv.wasKilled(c) {
+			i.log.Info("statement interrupted by KILL QUERY", "conn", c.ConnectionID, "user", c.User)
+			return nil, interrupted()
+		}
 		return nil, i.clientError(c, err)
 	}
 	if len(results) != len(stmts) {
@@ -501,4 +532,63 @@ func errSetGlobal() error {
 func errFileAccess() error {
 	return mysql.NewSQLError(mysql.ERSpecifiedAccessDenied, mysql.SSClientError,
 		"Access denied; you need (at least one of) the FILE privilege(s) for this operation")
+}
+
+// begin records the running statement (SHOW PROCESSLIST, KILL QUERY).
+func (i *interceptor) begin(ctx context.Context, c *mysql.Conn, stmt string) (context.Context, func()) {
+	if i.srv == nil {
+		return ctx, func() {}
+	}
+	return i.srv.begin(ctx, c, stmt)
+}
+
+// currentDB is the session's current database ("" for none).
+func (i *interceptor) currentDB(c *mysql.Conn) string {
+	if i.sm == nil {
+		return ""
+	}
+	return i.sm.GetCurrentDB(c)
+}
+
+// gmsError makes an error of go-mysql-server MySQL-shaped (see errors.go).
+func (i *interceptor) gmsError(c *mysql.Conn, stmt string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if i.srv != nil && i.srv.wasKilled(c) {
+		return interrupted()
+	}
+	return gmsError(err, stmt, i.currentDB(c), i.databases)
+}
+
+func (i *interceptor) databases() []string {
+	if i.srv == nil {
+		return nil
+	}
+	ctx := sql.NewEmptyContext()
+	names := []string{"mysql"} // GMS's user tables: they exist, but nobody may read them
+	for _, db := range i.srv.engine.Analyzer.Catalog.AllDatabases(ctx) {
+		names = append(names, db.Name())
+	}
+	return names
+}
+
+// backendText is stmt as the backend must read it: under a session
+// sql_mode with ANSI_QUOTES or NO_BACKSLASH_ESCAPES, quotes are rewritten
+// to MySQL's default reading (see normaliseQuotes), so that the backend
+// recognises "adult" as the table it is.
+func (i *interceptor) backendText(ctx context.Context, c *mysql.Conn, stmt string) string {
+	if !strings.ContainsAny(stmt, "\"\\") || i.sm == nil {
+		return stmt
+	}
+	sctx, err := i.sm.NewContextWithQuery(ctx, c, "")
+	if err != nil {
+		return stmt
+	}
+	v, err := sctx.GetSessionVariable(sctx, "sql_mode")
+	if err != nil {
+		return stmt
+	}
+	mode := strings.ToUpper(fmt.Sprint(v))
+	return normaliseQuotes(stmt, strings.Contains(mode, "ANSI_QUOTES"), strings.Contains(mode, "NO_BACKSLASH_ESCAPES"))
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +18,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 )
 
-// audit: `dpproxy audit [list|budgets|verify] [flags]`. With no
+// audit: `dpproxy audit [list|budgets|verify|sign|keygen] [flags]`. With no
 // subcommand it prints the entries and the budgets.
 func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	sub := "all"
@@ -30,15 +32,25 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	table := fs.String("table", "", "only entries for this table (list)")
 	since := fs.String("since", "", "only entries at or after this RFC 3339 time (list)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line (list)")
+	kind := fs.String("kind", "", "only entries of this kind: charge, reuse or limits (list)")
+	pubKey := fs.String("public-key", "", "Ed25519 public key (hex, base64 or PEM; @FILE reads it) that signed the heads (verify; default: the catalog's)")
+	heads := fs.String("heads", "", "signed-heads file (verify, sign; default: <data-dir>/ledger.heads)")
+	keyOut := fs.String("out", "", "file for the new private key (keygen)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *heads == "" {
+		*heads = cf.headsPath()
+	}
+	if sub == "keygen" {
+		return keygen(*keyOut, stdout)
 	}
 	if _, err := os.Stat(cf.ledgerPath()); err != nil {
 		return exitError{code: 1, err: fmt.Errorf("no ledger at %s: %w", cf.ledgerPath(), err)}
 	}
 	l, err := budget.Open(ctx, cf.ledgerPath())
 	if err != nil {
-		return err
+		return tamperExit(err)
 	}
 	defer l.Close()
 	cat := catalog.Demo()
@@ -50,17 +62,28 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	switch sub {
 	case "verify":
 		if err := l.Verify(ctx); err != nil {
-			var te *budget.TamperError
-			if errors.As(err, &te) {
-				return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", te.Seq, te.Reason)}
-			}
-			return err
+			return tamperExit(err)
 		}
 		entries, err := l.Entries(ctx, budget.Filter{})
 		if err != nil {
-			return err
+			return tamperExit(err)
 		}
 		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries\n", len(entries))
+		pub, err := publicKey(*pubKey, cf, cat)
+		if err != nil {
+			return err
+		}
+		return verifySignedHeads(ctx, l, pub, *heads, stdout)
+	case "sign":
+		k := cf.keyPath(cat)
+		if k == "" {
+			return fmt.Errorf("audit sign: the catalog has no ledger.signing_key")
+		}
+		sh, err := signHead(ctx, l, k, *heads)
+		if err != nil {
+			return tamperExit(err)
+		}
+		fmt.Fprintf(stdout, "%s\nappended to %s\n", sh, *heads)
 		return nil
 	case "list", "all":
 		f := budget.Filter{User: *user, Table: *table}
@@ -73,6 +96,15 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if *kind != "" {
+			kept := entries[:0]
+			for _, e := range entries {
+				if e.Kind == *kind {
+					kept = append(kept, e)
+				}
+			}
+			entries = kept
+		}
 		if err := printEntries(stdout, entries, *asJSON); err != nil {
 			return err
 		}
@@ -84,7 +116,77 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	case "budgets":
 		return printBudgets(ctx, stdout, l, cat)
 	}
-	return fmt.Errorf("audit: unknown subcommand %q (list, budgets, verify)", sub)
+	return fmt.Errorf("audit: unknown subcommand %q (list, budgets, verify, sign, keygen)", sub)
+}
+
+// tamperExit maps a *budget.TamperError to exit status 3 naming the entry,
+// and a ledger file SQLite finds damaged (e.g. cut short) to exit status 3.
+func tamperExit(err error) error {
+	if budget.IsDamaged(err) {
+		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: the ledger file is damaged (truncated or corrupted): %w", err)}
+	}
+	var te *budget.TamperError
+	if !errors.As(err, &te) {
+		return err
+	}
+	if te.Seq == 0 {
+		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %s", te.Reason)}
+	}
+	return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", te.Seq, te.Reason)}
+}
+
+// verifySignedHeads checks every head in the signed-heads file against pub
+// and the ledger. Without a key there is nothing to check; without a file,
+// nothing was signed yet.
+func verifySignedHeads(ctx context.Context, l *budget.Ledger, pub ed25519.PublicKey, path string, stdout io.Writer) error {
+	if pub == nil {
+		return nil
+	}
+	hs, err := budget.ReadSignedHeads(path)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stdout, "no signed heads at %s (key %s)\n", path, budget.EncodePublicKey(pub))
+		return nil
+	}
+	if err != nil {
+		return exitError{code: 3, err: err}
+	}
+	for i, h := range hs {
+		if !budget.VerifyHeadSignature(pub, h.Head, h.Sig) {
+			return exitError{code: 3, err: fmt.Errorf("signed head %d of %s (%s): the signature does not verify with key %s", i+1, path, h.Head, budget.EncodePublicKey(pub))}
+		}
+		if err := l.CheckHead(ctx, h.Head); err != nil {
+			return tamperExit(err)
+		}
+	}
+	if len(hs) == 0 {
+		fmt.Fprintf(stdout, "no signed heads in %s\n", path)
+		return nil
+	}
+	fmt.Fprintf(stdout, "signed heads OK: %d checked with key %s; the latest, %s, is held by the ledger\n",
+		len(hs), budget.EncodePublicKey(pub), hs[len(hs)-1].Head)
+	return nil
+}
+
+// keygen writes a new Ed25519 seed (hex) to out, mode 0600, and prints the
+// public key.
+func keygen(out string, stdout io.Writer) error {
+	if out == "" {
+		return fmt.Errorf("audit keygen: --out FILE is required")
+	}
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit keygen: %w", err)
+	}
+	_, werr := fmt.Fprintln(f, hex.EncodeToString(priv.Seed()))
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("audit keygen: %w", err)
+	}
+	fmt.Fprintf(stdout, "private key written to %s\npublic key: %s\n", out, budget.EncodePublicKey(pub))
+	return nil
 }
 
 func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {

@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer p.Close()
+	defer p.admin(cf, log)()
 	host, port := splitHostPort(p.front.Addr().String())
 	fmt.Fprintf(stdout, "dpproxy is serving database %q on %s (data: %s)\n", p.cat.Database, p.front.Addr(), cf.dataDir)
 	if cf.config == "" {
@@ -90,6 +91,7 @@ type proxy struct {
 	cat    *catalog.Catalog
 	ledger *budget.Ledger
 	hist   *exec.Histograms
+	live   *engine.Live // the engine; reloads swap its catalog
 	front  *mysqlfront.Server
 }
 
@@ -106,8 +108,13 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		p.Close()
 		return nil, err
 	}
-	eng := engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log})
-	p.front, err = mysqlfront.New(mysqlfront.Config{Catalog: cat, Backend: eng, Address: listen, Version: "8.0.33-dpproxy", Logger: log})
+	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log}))
+	if _, err := p.live.SyncLimits(ctx); err != nil { // limits edited while no proxy ran
+		p.Close()
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	p.front, err = mysqlfront.New(mysqlfront.Config{Catalog: cat, Backend: p.live, Address: listen, Version: "8.0.33-dpproxy", Logger: log,
+		Audit: &mysqlfront.Audit{Ledger: p.ledger, Catalog: p.live.Catalog}})
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("listen %s: %w", listen, err)

@@ -1,0 +1,362 @@
+package mysqlfront
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strings"
+
+	"github.com/dolthub/go-mysql-server/memory"
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/mysql_db"
+	"github.com/dolthub/go-mysql-server/sql/types"
+	"github.com/dolthub/vitess/go/mysql"
+	"github.com/dolthub/vitess/go/sqltypes"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// The audit schema: read-only virtual tables over the privacy ledger,
+// answered by GMS (so WHERE, ORDER BY, LIMIT, aggregates and joins among
+// them all work) from rows read from the ledger when a query runs.
+//
+//	dpproxy.dp_ledger   every ledger entry            role auditor
+//	dpproxy.dp_budgets  every scope's limit and spend  role auditor
+//	dpproxy.my_budget   the session user's own budget  any catalog user
+//
+// Every catalog user has SELECT on the schema in GMS (GMS reports its own
+// privilege failures as error 1105, not MySQL's codes); the tables enforce
+// the roles themselves, when rows are asked for, and refuse with MySQL's
+// 1142 "SELECT command denied" (SQLSTATE 42000). Roles and limits come from
+// Audit.Catalog at query time, so a reloaded catalog's limits show at once.
+// Analysts see only my_budget in SHOW TABLES and information_schema.
+
+// AuditDatabase is the schema of the audit tables.
+const AuditDatabase = "dpproxy"
+
+// Audit tables' names.
+const (
+	TableLedger   = "dp_ledger"
+	TableBudgets  = "dp_budgets"
+	TableMyBudget = "my_budget"
+)
+
+// Audit configures the audit tables (Config.Audit).
+type Audit struct {
+	Ledger *budget.Ledger
+	// Catalog returns the catalog in force (roles and limits); nil means
+	// Config.Catalog.
+	Catalog func() *catalog.Catalog
+}
+
+// erTableAccessDenied is MySQL's ER_TABLEACCESS_DENIED_ERROR.
+const erTableAccessDenied = 1142
+
+// addAuditDatabase adds the audit schema to the provider.
+func addAuditDatabase(pro *memory.DbProvider, cat *catalog.Catalog, a *Audit) error {
+	if a == nil {
+		return nil
+	}
+	if a.Ledger == nil {
+		return fmt.Errorf("mysqlfront: audit tables without a ledger")
+	}
+	if strings.EqualFold(cat.Database, AuditDatabase) {
+		return fmt.Errorf("mysqlfront: the catalog database may not be named %q: that schema holds the audit tables", AuditDatabase)
+	}
+	cur := a.Catalog
+	if cur == nil {
+		cur = func() *catalog.Catalog { return cat }
+	}
+	db := &auditDB{ledger: a.Ledger, catalog: cur}
+	pro.WithOption(memory.WithDbsOption(append(pro.AllDatabases(sql.NewEmptyContext()), db)))
+	return nil
+}
+
+// auditGrants gives u SELECT on the audit schema; the tables check roles.
+func auditGrants(privs mysql_db.PrivilegeSet, u *catalog.User) {
+	privs.AddDatabase(AuditDatabase, sql.PrivilegeType_Select)
+}
+
+type auditDB struct {
+	ledger  *budget.Ledger
+	catalog func() *catalog.Catalog
+}
+
+var (
+	_ sql.Database     = (*auditDB)(nil)
+	_ sql.ViewDatabase = (*auditDB)(nil)
+)
+
+func (d *auditDB) Name() string { return AuditDatabase }
+
+// The audit schema has no views (GMS asks, e.g. for any SELECT).
+func (d *auditDB) CreateView(*sql.Context, string, string, string) error {
+	return sql.ErrReadOnly.New()
+}
+func (d *auditDB) DropView(*sql.Context, string) error                 { return sql.ErrReadOnly.New() }
+func (d *auditDB) AllViews(*sql.Context) ([]sql.ViewDefinition, error) { return nil, nil }
+func (d *auditDB) GetViewDefinition(*sql.Context, string) (sql.ViewDefinition, bool, error) {
+	return sql.ViewDefinition{}, false, nil
+}
+
+func (d *auditDB) GetTableInsensitive(ctx *sql.Context, name string) (sql.Table, bool, error) {
+	switch strings.ToLower(name) {
+	case TableLedger:
+		return &auditTable{db: d, name: TableLedger, auditorOnly: true, schema: ledgerSchema, rows: d.ledgerRows}, true, nil
+	case TableBudgets:
+		return &auditTable{db: d, name: TableBudgets, auditorOnly: true, schema: budgetsSchema, rows: d.budgetRows}, true, nil
+	case TableMyBudget:
+		return &auditTable{db: d, name: TableMyBudget, schema: myBudgetSchema, rows: d.myBudgetRows}, true, nil
+	}
+	return nil, false, nil
+}
+
+// GetTableNames lists the tables the session's user may read.
+func (d *auditDB) GetTableNames(ctx *sql.Context) ([]string, error) {
+	if d.isAuditor(ctx) {
+		return []string{TableBudgets, TableLedger, TableMyBudget}, nil
+	}
+	return []string{TableMyBudget}, nil
+}
+
+func sessionUser(ctx *sql.Context) (user, host string) {
+	if ctx == nil || ctx.Session == nil {
+		return "", ""
+	}
+	c := ctx.Session.Client()
+	host = c.Address
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return c.User, host
+}
+
+func (d *auditDB) isAuditor(ctx *sql.Context) bool {
+	user, _ := sessionUser(ctx)
+	u := d.catalog().User(user)
+	return user != "" && u != nil && u.Role == catalog.RoleAuditor
+}
+
+type auditTable struct {
+	db          *auditDB
+	name        string
+	auditorOnly bool
+	schema      sql.Schema
+	rows        func(ctx *sql.Context) ([]sql.Row, error)
+}
+
+var _ sql.Table = (*auditTable)(nil)
+
+func (t *auditTable) Name() string               { return t.name }
+func (t *auditTable) String() string             { return AuditDatabase + "." + t.name }
+func (t *auditTable) Schema() sql.Schema         { return t.schema }
+func (t *auditTable) Collation() sql.CollationID { return sql.Collation_Default }
+
+// allowed refuses, as MySQL does, a user whose role may not read the table.
+func (t *auditTable) allowed(ctx *sql.Context) error {
+	if !t.auditorOnly || t.db.isAuditor(ctx) {
+		return nil
+	}
+	user, host := sessionUser(ctx)
+	return mysql.NewSQLError(erTableAccessDenied, mysql.SSClientError,
+		"SELECT command denied to user '%s'@'%s' for table '%s'", user, host, t.name)
+}
+
+func (t *auditTable) Partitions(ctx *sql.Context) (sql.PartitionIter, error) {
+	if err := t.allowed(ctx); err != nil {
+		return nil, err
+	}
+	return sql.PartitionsToPartitionIter(auditPartition{}), nil
+}
+
+func (t *auditTable) PartitionRows(ctx *sql.Context, _ sql.Partition) (sql.RowIter, error) {
+	if err := t.allowed(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := t.rows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sql.RowsToRowIter(rows...), nil
+}
+
+type auditPartition struct{}
+
+func (auditPartition) Key() []byte { return []byte("all") }
+
+func column(table, name string, typ sql.Type, nullable bool) *sql.Column {
+	return &sql.Column{Name: name, Type: typ, Nullable: nullable, Source: table, DatabaseSource: AuditDatabase}
+}
+
+var (
+	varchar = func(n int64) sql.Type { return types.MustCreateStringWithDefaults(sqltypes.VarChar, n) }
+
+	ledgerSchema = sql.Schema{
+		column(TableLedger, "seq", types.Int64, false),
+		column(TableLedger, "time", types.DatetimeMaxPrecision, false),
+		column(TableLedger, "kind", varchar(16), false),
+		column(TableLedger, "user_name", varchar(255), false),
+		column(TableLedger, "conn_id", types.Uint32, false),
+		column(TableLedger, "table_names", varchar(1024), false), // comma-separated, sorted
+		column(TableLedger, "mechanism", varchar(64), false),
+		column(TableLedger, "strategy", varchar(4096), false),
+		column(TableLedger, "epsilon", types.Float64, false),
+		column(TableLedger, "rho", types.Float64, false),
+		column(TableLedger, "query_digest", varchar(64), false),
+		column(TableLedger, "prev_hash", varchar(64), false),
+		column(TableLedger, "hash", varchar(64), false),
+	}
+	budgetsSchema = sql.Schema{
+		column(TableBudgets, "scope", varchar(16), false), // table or user_table
+		column(TableBudgets, "user_name", varchar(255), true),
+		column(TableBudgets, "table_name", varchar(255), false),
+		column(TableBudgets, "limit_epsilon", types.Float64, true), // NULL: the table is no longer in the catalog
+		column(TableBudgets, "delta", types.Float64, false),
+		column(TableBudgets, "spent_epsilon", types.Float64, false), // ε of the spend at delta
+		column(TableBudgets, "remaining_epsilon", types.Float64, true),
+		column(TableBudgets, "spent_pure_epsilon", types.Float64, false),
+		column(TableBudgets, "spent_rho", types.Float64, false),
+	}
+	myBudgetSchema = sql.Schema{
+		column(TableMyBudget, "table_name", varchar(255), false),
+		column(TableMyBudget, "limit_epsilon", types.Float64, false),
+		column(TableMyBudget, "delta", types.Float64, false),
+		column(TableMyBudget, "spent_epsilon", types.Float64, false),
+		column(TableMyBudget, "remaining_epsilon", types.Float64, false),
+		column(TableMyBudget, "default_epsilon", types.Float64, false),
+		column(TableMyBudget, "max_epsilon", types.Float64, true),
+	}
+)
+
+// ledgerRows reads every entry; GMS filters, sorts and limits them.
+func (d *auditDB) ledgerRows(ctx *sql.Context) ([]sql.Row, error) {
+	es, err := d.ledger.Entries(ctx, budget.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]sql.Row, len(es))
+	for i, e := range es {
+		rows[i] = sql.Row{e.Seq, e.Time.UTC(), e.Kind, e.User, e.ConnID, strings.Join(e.Tables, ","),
+			e.Mechanism, e.Strategy, e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash}
+	}
+	return rows, nil
+}
+
+// budgetRows recomputes every scope's spend from the entries and pairs it
+// with the catalog's limit: for each table its total, and for each analyst
+// of the catalog and each user who spent on it, its per-user budget. Tables
+// spent on but no longer in the catalog have a NULL limit. remaining_epsilon
+// is limit − spent, negative if a limit was lowered below the spend.
+func (d *auditDB) budgetRows(ctx *sql.Context) ([]sql.Row, error) {
+	spent, err := d.ledger.Budgets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cat := d.catalog()
+	type key struct{ user, table string }
+	by := map[key]budget.Cost{}
+	users := map[string]map[string]bool{} // table → users with a spend or a budget
+	addUser := func(table, user string) {
+		if users[table] == nil {
+			users[table] = map[string]bool{}
+		}
+		users[table][user] = true
+	}
+	for _, r := range spent {
+		if r.Table == "" {
+			continue // user totals across tables: no such limit in the catalog
+		}
+		by[key{r.User, r.Table}] = r.Cost
+		if r.User != "" {
+			addUser(r.Table, r.User)
+		}
+	}
+	tables := map[string]bool{}
+	for _, t := range cat.Tables {
+		tables[t.Name] = true
+		for _, u := range cat.Users {
+			if u.Role == catalog.RoleAnalyst {
+				addUser(t.Name, u.Name)
+			}
+		}
+	}
+	for k := range by {
+		tables[k.table] = true
+	}
+	names := make([]string, 0, len(tables))
+	for n := range tables {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var rows []sql.Row
+	row := func(scope string, user any, table string, limit any, delta float64, c budget.Cost) sql.Row {
+		s := budget.EpsilonFor(c, delta)
+		var rem any
+		if l, ok := limit.(float64); ok {
+			rem = l - s
+		}
+		return sql.Row{scope, user, table, limit, delta, finite(s), rem, c.Epsilon, c.Rho}
+	}
+	for _, name := range names {
+		var total, perUser any
+		var delta float64
+		if t := cat.Table(name); t != nil {
+			total, perUser, delta = t.Budget.Total, t.Budget.PerUser, t.Budget.Delta
+		}
+		rows = append(rows, row(budget.ScopeTable, nil, name, total, delta, by[key{"", name}]))
+		us := make([]string, 0, len(users[name]))
+		for u := range users[name] {
+			us = append(us, u)
+		}
+		sort.Strings(us)
+		for _, u := range us {
+			rows = append(rows, row(budget.ScopeUserTable, u, name, perUser, delta, by[key{u, name}]))
+		}
+	}
+	return rows, nil
+}
+
+// myBudgetRows is the session user's own budget on every table: the
+// per-user limit, what the user spent (the ledger's aggregate, which every
+// charge checks), what remains of it, and the ε of a batch by default and
+// at most. It does not show what other users spent.
+func (d *auditDB) myBudgetRows(ctx *sql.Context) ([]sql.Row, error) {
+	name, _ := sessionUser(ctx)
+	cat := d.catalog()
+	u := cat.User(name)
+	if u == nil || u.Role != catalog.RoleAnalyst {
+		return nil, nil
+	}
+	var rows []sql.Row
+	for _, t := range cat.Tables {
+		c, err := d.ledger.Spent(ctx, name, t.Name)
+		if err != nil {
+			return nil, err
+		}
+		s := finite(budget.EpsilonFor(c, t.Budget.Delta))
+		def := t.Budget.DefaultPerQuery
+		if u.DefaultEpsilon > 0 {
+			def = u.DefaultEpsilon
+		}
+		var maxEps any
+		if m := t.Budget.MaxPerQuery; m > 0 || u.MaxEpsilon > 0 {
+			if m == 0 || (u.MaxEpsilon > 0 && u.MaxEpsilon < m) {
+				m = u.MaxEpsilon
+			}
+			maxEps = m
+		}
+		rows = append(rows, sql.Row{t.Name, t.Budget.PerUser, t.Budget.Delta, s, math.Max(0, t.Budget.PerUser-s), def, maxEps})
+	}
+	return rows, nil
+}
+
+// finite maps +Inf (a ρ spend with no δ) to the largest float64, which
+// MySQL clients can read.
+func finite(f float64) float64 {
+	if math.IsInf(f, 1) {
+		return math.MaxFloat64
+	}
+	return f
+}
