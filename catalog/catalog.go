@@ -21,6 +21,18 @@ type Catalog struct {
 	Path string
 	// Ledger configures the privacy ledger's optional signing.
 	Ledger Ledger
+	// TLS is the certificate the MySQL front offers (empty: the demo's
+	// self-signed one, or none for a file catalog).
+	TLS TLS
+	// AuthPlugin is the authentication plugin the handshake announces:
+	// "mysql_native_password" (default) or "caching_sha2_password".
+	AuthPlugin string
+}
+
+// TLS is the catalog's "tls" section.
+type TLS struct {
+	Cert, Key string // PEM files; relative paths are relative to the data directory
+	Require   bool   // refuse clients that stay in clear text
 }
 
 // Ledger is the catalog's "ledger" section.

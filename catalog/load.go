@@ -392,7 +392,7 @@ func (p *parser) name(n node, name string) bool {
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (p *parser) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger")
+	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin")
 	if !ok {
 		return nil
 	}
@@ -447,7 +447,45 @@ func (p *parser) catalog(root node) *Catalog {
 	if n, ok := f["ledger"]; ok {
 		p.ledger(n, &cat.Ledger)
 	}
+	if n, ok := f["tls"]; ok {
+		p.tls(n, &cat.TLS)
+	}
+	if n, ok := f["auth_plugin"]; ok {
+		if w, ok := p.word(n, "mysql_native_password", "caching_sha2_password"); ok {
+			cat.AuthPlugin = w
+		}
+	}
 	return cat
+}
+
+// tls reads the optional "tls" section: cert and key (PEM files, given
+// together) and require (needs a certificate).
+func (p *parser) tls(n node, t *TLS) {
+	f, ok := p.fields(n, "cert", "key", "require")
+	if !ok {
+		return
+	}
+	for key, dst := range map[string]*string{"cert": &t.Cert, "key": &t.Key} {
+		if v, has := f[key]; has {
+			if s, ok := p.scalar(v); ok {
+				if strings.TrimSpace(s) == "" {
+					p.errorf(v.line, v.path, "must not be empty")
+				}
+				*dst = s
+			}
+		}
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		p.errorf(n.line, n.path, "give cert and key together")
+	}
+	if v, has := f["require"]; has {
+		if w, ok := p.word(v, "true", "false"); ok {
+			t.Require = w == "true"
+		}
+		if t.Require && t.Cert == "" {
+			p.errorf(v.line, v.path, "require: true needs a cert and key")
+		}
+	}
 }
 
 // ledger reads the optional "ledger" section: signing_key (a file path) and

@@ -224,7 +224,7 @@ func TestParseErrors(t *testing.T) {
 		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
 			"catalog.yaml:1: tables: at least one table is required"},
 		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
-			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger)\n" +
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin)\n" +
 				"catalog.yaml:1: database: required"},
 		{"role", edit("role: analyst", "role: admin"),
 			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},
@@ -413,5 +413,25 @@ tables:
 `))
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:6: tables.t.budget.topk_selection_share: must be in (0, 1)") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestTLSAndAuthPlugin(t *testing.T) {
+	base := "database: d\nsources: {main: {driver: sqlite, path: x.sqlite}}\ntables:\n  t:\n    budget: {total: 1, per_user: 1, default_per_query: 0.1}\n    columns: {a: {type: integer, min: 0, max: 9}}\n"
+	c, err := Parse("c.yaml", []byte(base+"tls: {cert: c.pem, key: k.pem, require: true}\nauth_plugin: caching_sha2_password\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLS != (TLS{Cert: "c.pem", Key: "k.pem", Require: true}) || c.AuthPlugin != "caching_sha2_password" {
+		t.Fatalf("%+v %q", c.TLS, c.AuthPlugin)
+	}
+	for _, bad := range []struct{ yaml, msg string }{
+		{"tls: {cert: c.pem}\n", "c.yaml:7: tls: give cert and key together"},
+		{"tls: {require: true}\n", "c.yaml:7: tls.require: require: true needs a cert and key"},
+		{"auth_plugin: sha256\n", "c.yaml:7: auth_plugin:"},
+	} {
+		if _, err := Parse("c.yaml", []byte(base+bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%q: got %v, want %q", bad.yaml, err, bad.msg)
+		}
 	}
 }

@@ -69,7 +69,7 @@ func addAuditDatabase(pro *memory.DbProvider, cat *catalog.Catalog, a *Audit) er
 	if cur == nil {
 		cur = func() *catalog.Catalog { return cat }
 	}
-	db := &auditDB{ledger: a.Ledger, catalog: cur}
+	db := &auditDB{Database: memory.NewDatabase(AuditDatabase), ledger: a.Ledger, catalog: cur}
 	pro.WithOption(memory.WithDbsOption(append(pro.AllDatabases(sql.NewEmptyContext()), db)))
 	return nil
 }
@@ -80,6 +80,10 @@ func auditGrants(privs mysql_db.PrivilegeSet, u *catalog.User) {
 }
 
 type auditDB struct {
+	// The embedded empty database answers what GMS asks of every database
+	// (triggers, stored procedures, events) that the audit schema does not
+	// define; its own tables and views are overridden below.
+	*memory.Database
 	ledger  *budget.Ledger
 	catalog func() *catalog.Catalog
 }

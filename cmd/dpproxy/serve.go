@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -75,6 +76,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "connect with:\n  mysql -h %s -P %s -u analyst -panalyst %s\n", host, port, p.cat.Database)
 		fmt.Fprintf(stdout, "then try:\n  SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40;\n")
 	}
+	if p.tls != nil {
+		fmt.Fprintf(stdout, "TLS offered (certificate SHA-256 %s)", mysqlfront.Fingerprint(p.tls))
+		if cf.config == "" {
+			fmt.Fprintf(stdout, "; to verify it: --ssl-ca=%s --ssl-verify-server-cert", filepath.Join(cf.dataDir, "dpproxy-cert.pem"))
+		}
+		fmt.Fprintln(stdout)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- p.front.Start() }()
 	select {
@@ -93,6 +101,7 @@ type proxy struct {
 	hist   *exec.Histograms
 	live   *engine.Live // the engine; reloads swap its catalog
 	front  *mysqlfront.Server
+	tls    *tls.Config // nil: clear text only
 }
 
 func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger) (*proxy, error) {
@@ -113,13 +122,46 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		p.Close()
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	tlsConfig, err := cf.tlsConfig(cat)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.tls = tlsConfig
 	p.front, err = mysqlfront.New(mysqlfront.Config{Catalog: cat, Backend: p.live, Address: listen, Version: "8.0.33-dpproxy", Logger: log,
+		TLS: tlsConfig, RequireTLS: cat.TLS.Require, AuthPlugin: cat.AuthPlugin,
 		Audit: &mysqlfront.Audit{Ledger: p.ledger, Catalog: p.live.Catalog}})
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("listen %s: %w", listen, err)
 	}
 	return p, nil
+}
+
+// tlsConfig is the catalog's certificate, or for the embedded demo a
+// self-signed one generated once under the data directory.
+func (c *commonFlags) tlsConfig(cat *catalog.Catalog) (*tls.Config, error) {
+	switch {
+	case cat.TLS.Cert != "":
+		abs := func(f string) string {
+			if filepath.IsAbs(f) {
+				return f
+			}
+			return filepath.Join(c.dataDir, f)
+		}
+		cfg, err := mysqlfront.LoadTLS(abs(cat.TLS.Cert), abs(cat.TLS.Key))
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		return cfg, nil
+	case c.config == "":
+		cfg, err := mysqlfront.SelfSignedTLS(c.dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("demo certificate: %w", err)
+		}
+		return cfg, nil
+	}
+	return nil, nil
 }
 
 func (p *proxy) Close() {
