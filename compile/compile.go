@@ -166,10 +166,10 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 }
 
 func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) error {
-	add := func(name string) error {
+	add := func(name, clause string) error {
 		c := t.Column(name)
 		if c == nil {
-			return parser.Errorf(parser.CodeBadField, "Unknown column '%s' in '%s'", name, t.Name)
+			return parser.Errorf(parser.CodeBadField, "Unknown column '%s' in '%s'", name, clause)
 		}
 		used[c.Name] = true
 		return nil
@@ -180,7 +180,7 @@ func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) err
 			return nil
 		}
 		if e.Leaf != nil && e.Leaf.Column != "" {
-			if err := add(e.Leaf.Column); err != nil {
+			if err := add(e.Leaf.Column, "field list"); err != nil {
 				return err
 			}
 		}
@@ -191,7 +191,7 @@ func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) err
 	}
 	for _, it := range q.Select {
 		if it.Column != "" {
-			if err := add(it.Column); err != nil {
+			if err := add(it.Column, "field list"); err != nil {
 				return err
 			}
 		}
@@ -200,41 +200,41 @@ func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) err
 		}
 	}
 	for _, g := range q.GroupBy {
-		if err := add(g); err != nil {
+		if err := add(g, "group statement"); err != nil {
 			return err
 		}
 	}
-	var walk func(p parser.Pred) error
-	walk = func(p parser.Pred) error {
+	var walk func(p parser.Pred, clause string) error
+	walk = func(p parser.Pred, clause string) error {
 		switch p := p.(type) {
 		case nil, parser.Const:
 			return nil
 		case parser.AggCompare:
 			if p.Item.Column != "" {
-				return add(p.Item.Column)
+				return add(p.Item.Column, clause)
 			}
 		case parser.And:
 			for _, x := range p.Terms {
-				if err := walk(x); err != nil {
+				if err := walk(x, clause); err != nil {
 					return err
 				}
 			}
 		case parser.Or:
 			for _, x := range p.Terms {
-				if err := walk(x); err != nil {
+				if err := walk(x, clause); err != nil {
 					return err
 				}
 			}
 		case parser.Not:
-			return walk(p.Term)
+			return walk(p.Term, clause)
 		case parser.Compare:
-			return add(p.Column)
+			return add(p.Column, clause)
 		case parser.In:
-			return add(p.Column)
+			return add(p.Column, clause)
 		case parser.Between:
-			return add(p.Column)
+			return add(p.Column, clause)
 		case parser.IsNull:
-			return add(p.Column)
+			return add(p.Column, clause)
 		default:
 			return parser.Errorf(parser.CodeNotSupported, "unsupported predicate %T", p)
 		}
@@ -242,15 +242,15 @@ func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) err
 	}
 	for _, o := range q.OrderBy {
 		if o.SelectIndex < 0 && o.Column != "" {
-			if err := add(o.Column); err != nil {
+			if err := add(o.Column, "order clause"); err != nil {
 				return err
 			}
 		}
 	}
-	if err := walk(q.Having); err != nil {
+	if err := walk(q.Having, "having clause"); err != nil {
 		return err
 	}
-	return walk(q.Where)
+	return walk(q.Where, "where clause")
 }
 
 func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Query, error) {

@@ -216,7 +216,7 @@ func TestRefusals(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"unknown column", &parser.Query{Table: "t", Where: parser.Compare{Column: "nope", Value: lit("1")}}, parser.CodeBadField, "Unknown column 'nope'"},
+		{"unknown column", &parser.Query{Table: "t", Where: parser.Compare{Column: "nope", Value: lit("1")}}, parser.CodeBadField, "Unknown column 'nope' in 'where clause'"},
 		{"splits a bin", &parser.Query{Table: "t", Where: parser.Compare{Column: "hours", Op: parser.OpLt, Value: lit("15")}}, parser.CodeDPRefused, "splits the bin [10, 20)"},
 		{"range on categorical", &parser.Query{Table: "t", Where: parser.Compare{Column: "sex", Op: parser.OpLt, Value: lit("M")}}, parser.CodeDPRefused, "categorical"},
 		{"value outside domain", &parser.Query{Table: "t", Where: parser.Compare{Column: "sex", Value: lit("X")}}, parser.CodeDPRefused, "not in the declared domain"},

@@ -372,3 +372,29 @@ func TestRepeatedQueriesReuseStoredAnswers(t *testing.T) {
 		t.Fatalf("ledger %+v", es[3])
 	}
 }
+
+// ORDER BY a categorical column sorts by value, as MySQL does (Metabase's
+// field-values query), in domain lists and grouped answers alike.
+func TestOrderByLabelSortsByValue(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	r := f.answer(t, s, "SELECT `adult`.`education` AS `education` FROM `adult` GROUP BY `adult`.`education` ORDER BY `adult`.`education` ASC LIMIT 1000")
+	want := []string{"10th", "11th", "12th", "1st-4th", "5th-6th", "7th-8th", "9th", "Assoc-acdm", "Assoc-voc", "Bachelors", "Doctorate", "HS-grad", "Masters", "Preschool", "Prof-school", "Some-college"}
+	if len(r.Rows) != len(want) {
+		t.Fatalf("%d rows", len(r.Rows))
+	}
+	for i, w := range want {
+		if r.Rows[i][0] != w {
+			t.Fatalf("row %d: %v, want %s (all: %v)", i, r.Rows[i][0], w, r.Rows)
+		}
+	}
+	r = f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY sex DESC")
+	if r.Rows[0][0] != "Male" || r.Rows[1][0] != "Female" {
+		t.Fatalf("%v", r.Rows)
+	}
+	// Without ORDER BY, the declared order.
+	r = f.answer(t, s, "SELECT education FROM adult GROUP BY education")
+	if r.Rows[0][0] != "Preschool" {
+		t.Fatalf("%v", r.Rows[0])
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -124,15 +125,15 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	if len(q.Order) > 0 && (only == nil || m != nil) {
 		sort.SliceStable(rows, func(a, b int) bool {
 			for _, k := range q.Order {
-				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
-				if math.IsNaN(x) { // labels: order by the domain order
-					x, y = float64(rows[a].group), float64(rows[b].group)
-					if it := q.Items[k.Item]; it.Kind == compile.ItemGroup {
-						x, y = float64(rows[a].cells[it.Group]), float64(rows[b].cells[it.Group])
+				if q.Items[k.Item].Kind == compile.ItemGroup { // labels sort by value, as MySQL does
+					if c := compareLabels(rows[a].values[k.Item], rows[b].values[k.Item]); c != 0 {
+						return (c < 0) != k.Desc
 					}
+					continue
 				}
-				if x != y {
-					return (x < y) != k.Desc
+				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
+				if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+					return (x < y || math.IsNaN(x)) != k.Desc // NULL first ascending, as in MySQL
 				}
 			}
 			return false
@@ -188,6 +189,38 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 		return int64(c), c
 	}
 	return v, v
+}
+
+// compareLabels orders group labels as MySQL's ORDER BY does: NULL first,
+// numbers numerically, strings case-insensitively (the default collation).
+func compareLabels(a, b any) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return -1
+	case b == nil:
+		return 1
+	}
+	num := func(v any) (float64, bool) {
+		switch v := v.(type) {
+		case int64:
+			return float64(v), true
+		case float64:
+			return v, true
+		}
+		return 0, false
+	}
+	if x, ok := num(a); ok {
+		if y, ok := num(b); ok {
+			return cmp.Compare(x, y)
+		}
+	}
+	sa, sb := fmt.Sprint(a), fmt.Sprint(b)
+	if c := strings.Compare(strings.ToLower(sa), strings.ToLower(sb)); c != 0 {
+		return c
+	}
+	return strings.Compare(sa, sb)
 }
 
 // evalExpr computes arithmetic over items' noisy values; division by zero
@@ -320,11 +353,26 @@ func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
 		}
 	}
 	rec(0, nil)
-	if len(q.OrderBy) > 0 && q.OrderBy[0].Desc {
-		for a, b := 0, len(res.Rows)-1; a < b; a, b = a+1, b-1 {
-			res.Rows[a], res.Rows[b] = res.Rows[b], res.Rows[a]
+	// Without ORDER BY the declared order; with it, by value as MySQL sorts.
+	sort.SliceStable(res.Rows, func(a, b int) bool {
+		for _, o := range q.OrderBy {
+			i := o.SelectIndex
+			if i < 0 {
+				for k, it := range q.Select {
+					if it.Column == o.Column {
+						i = k
+					}
+				}
+			}
+			if i < 0 || i >= len(cols) {
+				continue
+			}
+			if c := compareLabels(res.Rows[a][i], res.Rows[b][i]); c != 0 {
+				return (c < 0) != o.Desc
+			}
 		}
-	}
+		return false
+	})
 	if q.Limit != nil && int64(len(res.Rows)) > *q.Limit {
 		res.Rows = res.Rows[:*q.Limit]
 	}
