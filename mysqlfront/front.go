@@ -76,6 +76,7 @@ import (
 	"github.com/dolthub/go-mysql-server/server"
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
+	"github.com/dolthub/go-mysql-server/sql/types"
 	"github.com/dolthub/vitess/go/mysql"
 	"github.com/dolthub/vitess/go/sqltypes"
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
@@ -340,8 +341,37 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 				s.log.Warn("setting @@version", "err", err)
 			}
 		}
+		// SELECT @dp_epsilon shows the ε the next batch will spend.
+		cat := s.cfg.Catalog
+		if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
+			cat = s.cfg.Audit.Catalog() // the live catalog, after reloads
+		}
+		if eps, ok := defaultEpsilon(cat, conn.User); ok {
+			if err := sess.SetUserVariable(sctx, "dp_epsilon", eps, types.Float64); err != nil {
+				s.log.Warn("setting @dp_epsilon", "err", err)
+			}
+		}
 		return sess, nil
 	}
+}
+
+// defaultEpsilon is the ε a user's batches spend when the session sets
+// none: the user's default_epsilon, else the tables' default_per_query if
+// they all agree. ok is false when it depends on the table.
+func defaultEpsilon(cat *catalog.Catalog, user string) (float64, bool) {
+	if u := cat.User(user); u == nil || u.Role != catalog.RoleAnalyst {
+		return 0, false
+	} else if u.DefaultEpsilon > 0 {
+		return u.DefaultEpsilon, true
+	}
+	eps := 0.0
+	for _, t := range cat.Tables {
+		if eps != 0 && t.Budget.DefaultPerQuery != eps {
+			return 0, false
+		}
+		eps = t.Budget.DefaultPerQuery
+	}
+	return eps, eps > 0
 }
 
 // trackConnections is a server.Option wrapping the handler: it knows the

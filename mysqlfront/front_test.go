@@ -935,3 +935,27 @@ func TestRequireTLSHostileClient(t *testing.T) {
 		t.Fatalf("backend called %d times", n)
 	}
 }
+
+func TestDefaultEpsilonForSessions(t *testing.T) {
+	cat := &catalog.Catalog{
+		Tables: []*catalog.Table{{Name: "a", Budget: catalog.Budget{DefaultPerQuery: 0.1}}, {Name: "b", Budget: catalog.Budget{DefaultPerQuery: 0.1}}},
+		Users: []*catalog.User{
+			{Name: "ann", Role: catalog.RoleAnalyst},
+			{Name: "cap", Role: catalog.RoleAnalyst, DefaultEpsilon: 0.25},
+			{Name: "aud", Role: catalog.RoleAuditor},
+		},
+	}
+	for _, c := range []struct {
+		user string
+		eps  float64
+		ok   bool
+	}{{"ann", 0.1, true}, {"cap", 0.25, true}, {"aud", 0, false}, {"nobody", 0, false}} {
+		if eps, ok := defaultEpsilon(cat, c.user); eps != c.eps || ok != c.ok {
+			t.Errorf("%s: %v %v, want %v %v", c.user, eps, ok, c.eps, c.ok)
+		}
+	}
+	cat.Tables[1].Budget.DefaultPerQuery = 0.2 // tables disagree: no single default
+	if _, ok := defaultEpsilon(cat, "ann"); ok {
+		t.Error("a default was shown although it depends on the table")
+	}
+}
