@@ -3,11 +3,15 @@ package exec
 import (
 	"fmt"
 	"math"
+	"math/big"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/planner"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
 )
 
 // Answers holds a measured batch: Values[q][a][g] is aggregate a of query q
@@ -23,7 +27,11 @@ type Answers struct {
 // Privacy: the released vector is A·x + Z with A the plan's integer strategy
 // matrix and Z i.i.d. discrete Laplace with scale t = Δ₁/ε (ε-DP) or discrete
 // Gaussian with σ² = Δ₂²/(2ρ) (ρ-zCDP), Δ the strategy's largest column norm
-// as computed by the planner. Everything after the noise (reconstruction,
+// as computed by the planner. Optimised (real-valued) strategies reach here
+// already rounded to integers by the planner (see planner.Plan.Grid), so
+// this holds for them unchanged. A·x is computed exactly (see
+// exactKronecker): the sensitivity argument is about the function
+// actually computed. Everything after the noise (reconstruction,
 // answering) is post-processing. The caller must have charged ε or ρ first.
 func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 	w := p.Workload
@@ -56,13 +64,23 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 			ans.Variance = append(ans.Variance, vars)
 		}
 	case planner.Kronecker:
-		// Copy first: x is a cached histogram and must never change.
-		y, shape := append([]float64(nil), x...), sizes
-		for j, f := range p.Factors {
-			y, shape = modeProduct(y, shape, j, f.A)
+		// x is a cached histogram and must never change: every step below
+		// writes fresh tensors.
+		y, err := exactKronecker(x, sizes, p.Factors, func(v []float64, vi []int64) {
+			// Noise: integer draws added in the measurement's exact domain.
+			for i := range v {
+				v[i] += draw()
+			}
+			for i := range vi {
+				vi[i] = addClamp(vi[i], int64(draw()))
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
-		for i := range y {
-			y[i] = math.Round(y[i]) + draw()
+		shape := make([]int, len(sizes))
+		for j, f := range p.Factors {
+			shape[j], _ = f.A.Dims()
 		}
 		for j, f := range p.Factors {
 			y, shape = modeProduct(y, shape, j, f.Pinv)
@@ -100,6 +118,13 @@ func variances(p *planner.Plan, q, a int, w *compile.Workload, qu *compile.Query
 
 // modeProduct multiplies tensor t (shape) along mode j by matrix m
 // (rows × shape[j]), returning a fresh tensor. The input is never modified.
+//
+// Viewing t as blocks T_l (shape[j] × right) for each index l of the modes
+// before j, the result's blocks are M·T_l: one matrix product per block
+// (or, when j is the last mode, a single product T·Mᵀ), done by BLAS. With
+// integer entries whose partial sums stay below 2⁵³ every product and sum
+// is exact in float64 whatever the summation order, which is what the
+// exact measurement path relies on.
 func modeProduct(t []float64, shape []int, j int, m interface {
 	Dims() (int, int)
 	At(i, k int) float64
@@ -112,32 +137,37 @@ func modeProduct(t []float64, shape []int, j int, m interface {
 	for i := j + 1; i < len(shape); i++ {
 		right *= shape[i]
 	}
-	dense := make([]float64, rows*cols)
-	for i := 0; i < rows; i++ {
-		for k := 0; k < cols; k++ {
-			dense[i*cols+k] = m.At(i, k)
-		}
-	}
-	out := make([]float64, left*rows*right)
-	for l := 0; l < left; l++ {
-		in := t[l*cols*right : (l+1)*cols*right]
-		o := out[l*rows*right : (l+1)*rows*right]
+	var a blas64.General
+	if d, ok := m.(*mat.Dense); ok {
+		a = d.RawMatrix()
+	} else {
+		dense := make([]float64, rows*cols)
 		for i := 0; i < rows; i++ {
-			dst := o[i*right : (i+1)*right]
 			for k := 0; k < cols; k++ {
-				c := dense[i*cols+k]
-				if c == 0 {
-					continue
-				}
-				src := in[k*right : (k+1)*right]
-				for r := range dst {
-					dst[r] += c * src[r]
-				}
+				dense[i*cols+k] = m.At(i, k)
 			}
 		}
+		a = blas64.General{Rows: rows, Cols: cols, Stride: cols, Data: dense}
 	}
+	out := make([]float64, left*rows*right)
 	ns := append([]int(nil), shape...)
 	ns[j] = rows
+	if len(t) == 0 || len(out) == 0 {
+		return out, ns
+	}
+	if right == 1 {
+		// out (left × rows) = t (left × cols) · Mᵀ.
+		blas64.Gemm(blas.NoTrans, blas.Trans, 1,
+			blas64.General{Rows: left, Cols: cols, Stride: cols, Data: t},
+			a, 0,
+			blas64.General{Rows: left, Cols: rows, Stride: rows, Data: out})
+		return out, ns
+	}
+	for l := 0; l < left; l++ {
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a,
+			blas64.General{Rows: cols, Cols: right, Stride: right, Data: t[l*cols*right : (l+1)*cols*right]}, 0,
+			blas64.General{Rows: rows, Cols: right, Stride: right, Data: out[l*rows*right : (l+1)*rows*right]})
+	}
 	return out, ns
 }
 
@@ -266,4 +296,187 @@ func permuteGroups(t []float64, sizes []int, groupCols []int) []float64 {
 		out[g] = t[src]
 	}
 	return out
+}
+
+// exactKronecker computes y = (⊗_j A_j)·x exactly for an integer histogram
+// x and integer factors A_j, adds noise through addNoise, and returns y as
+// float64 (the conversion of the noisy integers is post-processing).
+//
+// Every intermediate value of the mode products is bounded by
+// B = Σ|x|·Π_j max|A_j| (each is a partial sum of terms A…A·x), so the
+// float64 path is exact when B < 2⁵³ and the int64 path when B < 2⁶²; past
+// that the products run in math/big. Grid strategies (entries up to 2¹⁶)
+// need the int64 path on large histograms, and big integers only in
+// extreme cases.
+func exactKronecker(x []float64, sizes []int, factors []*planner.ColumnStrategy, addNoise func([]float64, []int64)) ([]float64, error) {
+	total := 0.0
+	for _, v := range x {
+		if v != math.Trunc(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("exec: histogram cell %v is not an integer", v)
+		}
+		total += math.Abs(v)
+	}
+	bound := math.Max(total, 1)
+	for _, f := range factors {
+		m, n := f.A.Dims()
+		mx := 0.0
+		for i := 0; i < m; i++ {
+			for k := 0; k < n; k++ {
+				v := f.A.At(i, k)
+				if v != math.Trunc(v) {
+					return nil, fmt.Errorf("exec: strategy %s has a non-integer entry", f.Name)
+				}
+				mx = math.Max(mx, math.Abs(v))
+			}
+		}
+		bound *= math.Max(mx, 1)
+	}
+	shape := append([]int(nil), sizes...)
+	switch {
+	case bound < 1<<53:
+		y := x
+		for j, f := range factors {
+			y, shape = modeProduct(y, shape, j, f.A)
+		}
+		if len(factors) == 0 {
+			y = append([]float64(nil), x...)
+		}
+		addNoise(y, nil)
+		return y, nil
+	case bound < 1<<62:
+		y := make([]int64, len(x))
+		for i, v := range x {
+			y[i] = int64(v)
+		}
+		for j, f := range factors {
+			y, shape = modeProductInt(y, shape, j, f.A)
+		}
+		addNoise(nil, y)
+		out := make([]float64, len(y))
+		for i, v := range y {
+			out[i] = float64(v)
+		}
+		return out, nil
+	}
+	y := make([]*big.Int, len(x))
+	for i, v := range x {
+		y[i] = big.NewInt(int64(v))
+	}
+	for j, f := range factors {
+		y, shape = modeProductBig(y, shape, j, f.A)
+	}
+	noise := make([]int64, len(y))
+	addNoise(nil, noise)
+	out := make([]float64, len(y))
+	for i, v := range y {
+		v.Add(v, big.NewInt(noise[i]))
+		out[i], _ = new(big.Float).SetInt(v).Float64()
+	}
+	return out, nil
+}
+
+// addClamp is a + b saturating at the int64 range (reached only by noise
+// draws beyond 2⁶²; saturation is post-processing of the noisy value).
+func addClamp(a, b int64) int64 {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
+}
+
+// intMatrix reads an integer matrix row-major, dropping nothing.
+func intMatrix(m interface {
+	Dims() (int, int)
+	At(i, k int) float64
+}) ([]int64, int, int) {
+	rows, cols := m.Dims()
+	out := make([]int64, rows*cols)
+	for i := 0; i < rows; i++ {
+		for k := 0; k < cols; k++ {
+			out[i*cols+k] = int64(m.At(i, k))
+		}
+	}
+	return out, rows, cols
+}
+
+// modeProductInt is modeProduct in int64 (exact within the caller's bound).
+func modeProductInt(t []int64, shape []int, j int, m interface {
+	Dims() (int, int)
+	At(i, k int) float64
+}) ([]int64, []int) {
+	dense, rows, cols := intMatrix(m)
+	left, right := 1, 1
+	for i := 0; i < j; i++ {
+		left *= shape[i]
+	}
+	for i := j + 1; i < len(shape); i++ {
+		right *= shape[i]
+	}
+	out := make([]int64, left*rows*right)
+	for l := 0; l < left; l++ {
+		in := t[l*cols*right : (l+1)*cols*right]
+		o := out[l*rows*right : (l+1)*rows*right]
+		for i := 0; i < rows; i++ {
+			dst := o[i*right : (i+1)*right]
+			for k := 0; k < cols; k++ {
+				c := dense[i*cols+k]
+				if c == 0 {
+					continue
+				}
+				src := in[k*right : (k+1)*right]
+				for r := range dst {
+					dst[r] += c * src[r]
+				}
+			}
+		}
+	}
+	ns := append([]int(nil), shape...)
+	ns[j] = rows
+	return out, ns
+}
+
+// modeProductBig is modeProduct in arbitrary precision.
+func modeProductBig(t []*big.Int, shape []int, j int, m interface {
+	Dims() (int, int)
+	At(i, k int) float64
+}) ([]*big.Int, []int) {
+	dense, rows, cols := intMatrix(m)
+	left, right := 1, 1
+	for i := 0; i < j; i++ {
+		left *= shape[i]
+	}
+	for i := j + 1; i < len(shape); i++ {
+		right *= shape[i]
+	}
+	out := make([]*big.Int, left*rows*right)
+	for i := range out {
+		out[i] = new(big.Int)
+	}
+	var prod big.Int
+	for l := 0; l < left; l++ {
+		in := t[l*cols*right : (l+1)*cols*right]
+		o := out[l*rows*right : (l+1)*rows*right]
+		for i := 0; i < rows; i++ {
+			dst := o[i*right : (i+1)*right]
+			for k := 0; k < cols; k++ {
+				c := dense[i*cols+k]
+				if c == 0 {
+					continue
+				}
+				bc := big.NewInt(c)
+				src := in[k*right : (k+1)*right]
+				for r := range dst {
+					prod.Mul(bc, src[r])
+					dst[r].Add(dst[r], &prod)
+				}
+			}
+		}
+	}
+	ns := append([]int(nil), shape...)
+	ns[j] = rows
+	return out, ns
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -36,6 +37,16 @@ type Candidate struct {
 	Name              string
 	Sensitivity       float64
 	TotalSquaredError float64
+	// Unit is the error per unit noise variance: Δ²·Σ_w w(AᵀA)⁻¹wᵀ with Δ
+	// the sensitivity in the family's norm — what the Gaussian error is
+	// when the noise variance is 1, and half the continuous-Laplace error
+	// at ε = 1.
+	Unit float64
+	// Seconds is the time spent building or optimising the candidate's
+	// strategies (zero for a cache hit).
+	Seconds float64
+	// Gap is, for a certified Gaussian optimum, Unit/(dual lower bound) − 1.
+	Gap float64
 }
 
 // Plan is a chosen strategy with its noise calibration. Every answer's
@@ -57,9 +68,16 @@ type Plan struct {
 	NoiseNum, NoiseDen uint64
 	// NoiseVariance is the exact variance of one discrete noise draw.
 	NoiseVariance float64
-	Candidates    []Candidate
+	// Grid is the value of one unit of the measured integer matrix in the
+	// units of the real-valued strategy it approximates: the product of the
+	// factors' grids (1 when every factor is an integer family). The
+	// measured matrix itself is integer, so nothing in measurement or
+	// reconstruction depends on it; see gridLaplace for the accounting.
+	Grid       float64
+	Candidates []Candidate
 
 	forms [][]*pairForms // Kronecker: per query, per aggregate
+	diags [][]float64    // Kronecker: diag((A_jᵀA_j)⁻¹) per factor
 }
 
 // TotalSquaredError is the expected sum of squared errors over every answer.
@@ -82,13 +100,38 @@ func (p *Plan) Variance(q, a int, group []int) float64 {
 	return p.NoiseVariance * p.forms[q][a].at(p, group)
 }
 
-// Choose picks the least-error strategy for w under opt.
+// Choose picks the least-error strategy for w under opt with a Planner
+// that caches nothing and spends at most OneOffBudget optimising: a
+// convenience for one-off plans. Engines that plan repeatedly (or for
+// several ε in a row) should hold a Planner (New) so optimised strategies
+// and whole plans are reused.
 func Choose(w *compile.Workload, opt Options) (*Plan, error) {
+	return (&Planner{noCache: true, Budget: OneOffBudget}).Choose(w, opt)
+}
+
+// OneOffBudget is the optimisation budget of the package-level Choose.
+const OneOffBudget = 100 * time.Millisecond
+
+// Choose picks the least-error strategy for w under opt: the workload
+// itself (Direct), or a Kronecker product of per-column strategies chosen
+// from the integer families and, where the column is long enough to
+// benefit and the budget allows, strategies optimised for the column's
+// effective Gram matrix (p-Identity for Laplace, the certified convex
+// optimum for Gaussian), refined by a few rounds of coordinate descent.
+// Every candidate's expected error is exact.
+func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
+	key := fingerprint(w, opt)
+	if p := pl.cachedPlan(key); p != nil {
+		p.Workload = w
+		return p, nil
+	}
+	deadline := time.Now().Add(pl.budget())
 	s := newSpace(w)
-	best := &Plan{Workload: w, Options: opt}
+	gauss := opt.Noise == catalog.Gaussian
+	best := &Plan{Workload: w, Options: opt, Grid: 1}
 	bestErr := math.Inf(1)
 	consider := func(name string, sens, unitErr float64) {
 		if math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
@@ -96,7 +139,7 @@ func Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		}
 		num, den, v := calibrate(opt, sens)
 		total := v * unitErr
-		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total})
+		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total, Unit: sens * sens * unitErr})
 		if total < bestErr {
 			bestErr = total
 			best.Name, best.Sensitivity, best.NoiseNum, best.NoiseDen, best.NoiseVariance = name, sens, num, den, v
@@ -117,12 +160,50 @@ func Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	directName := "workload"
 
 	// Kronecker products of per-column strategies.
-	choice, err := s.searchKronecker(opt.Noise, func(c []int) {
+	choice, cur := s.searchKronecker(opt.Noise, func(c []int) {
 		sens, unit := s.kronError(c, opt.Noise)
 		consider(s.kronName(c), sens, unit)
 	})
-	if err != nil {
-		return nil, err
+	// Optimised per-column strategies, by coordinate descent from the best
+	// enumerated product: column j's error, the others fixed, is
+	// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram).
+	if cur != nil {
+		curScore := s.score(cur, opt.Noise)
+		for round := 0; round < 3 && time.Now().Before(deadline); round++ {
+			improved := false
+			for j := range s.cols {
+				if !s.worthOptimising(j) || !time.Now().Before(deadline) {
+					continue
+				}
+				g := s.effectiveGram(j, cur, gauss)
+				dl := pl.optimiseDeadline(s.cols[j].n, 1)
+				if dl.After(deadline) {
+					dl = deadline
+				}
+				o, _, err := pl.optimised(g, opt.Noise, dl)
+				if err != nil {
+					return nil, err
+				}
+				if o == nil {
+					continue
+				}
+				idx := s.addOption(j, o)
+				next := slices.Clone(cur)
+				next[j] = idx
+				name := s.kronName(next)
+				if _, seen := choice[name]; !seen {
+					choice[name] = next
+					sens, unit := s.kronError(next, opt.Noise)
+					consider(name, sens, unit)
+				}
+				if v := s.score(next, opt.Noise); v < curScore*(1-1e-12) {
+					cur, curScore, improved = next, v, true
+				}
+			}
+			if !improved {
+				break
+			}
+		}
 	}
 	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
 		switch {
@@ -134,23 +215,32 @@ func Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		return 0
 	})
 	if len(best.Candidates) > 12 {
-		keep := best.Candidates[:12]
-		best.Candidates = keep
+		best.Candidates = best.Candidates[:12]
 	}
 	if best.Name == "" {
 		return nil, fmt.Errorf("planner: no strategy answers this workload")
 	}
 	if best.Name == directName {
 		best.Kind, best.Scale = Direct, scale
+		pl.storePlan(key, best)
 		return best, nil
 	}
 	best.Kind = Kronecker
 	c := choice[best.Name]
 	best.Factors = make([]*ColumnStrategy, len(c))
+	best.diags = make([][]float64, len(c))
 	for j, o := range c {
-		best.Factors[j] = s.cols[j].options[o]
+		opt := s.cols[j].options[o]
+		cs, err := opt.strategy()
+		if err != nil {
+			return nil, err
+		}
+		best.Factors[j] = cs
+		best.diags[j] = opt.diag
+		best.Grid *= cs.Grid
 	}
 	best.forms = s.pairForms(c)
+	pl.storePlan(key, best)
 	return best, nil
 }
 
@@ -192,13 +282,16 @@ type space struct {
 	cols []*columnSpace
 	// idx[q][a][t][j] is the index of term t's factor on column j in cols[j].vecs.
 	idx [][][][]int
+	// grouped[q][j] reports whether query q groups by column j.
+	grouped [][]bool
 }
 
 type columnSpace struct {
 	n       int
 	vecs    [][]float64 // distinct factors (nil = ones)
-	options []*ColumnStrategy
-	bil     [][][]float64 // [option][u][v] = uᵀ G v
+	full    [][]float64 // the same with nil expanded
+	options []*colOpt
+	bil     [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
 	diag    [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
 }
 
@@ -232,24 +325,64 @@ func newSpace(w *compile.Workload) *space {
 			qi = append(qi, ai)
 		}
 		s.idx = append(s.idx, qi)
+		g := make([]bool, len(w.Columns))
+		for _, j := range q.GroupCols {
+			g[j] = true
+		}
+		s.grouped = append(s.grouped, g)
 	}
 	for j, cs := range s.cols {
-		cs.options = columnOptions(cs.n, s.columnWorkload(j))
-		for _, o := range cs.options {
-			k := len(cs.vecs)
-			b, d := make([][]float64, k), make([][]float64, k)
-			for u := 0; u < k; u++ {
-				b[u], d[u] = make([]float64, k), make([]float64, k)
-				for v := 0; v < k; v++ {
-					b[u][v] = o.bilinear(cs.vecs[u], cs.vecs[v])
-					d[u][v] = o.diagonal(cs.vecs[u], cs.vecs[v])
-				}
+		for _, v := range cs.vecs {
+			if v == nil {
+				v = ones(cs.n)
 			}
-			cs.bil = append(cs.bil, b)
-			cs.diag = append(cs.diag, d)
+			cs.full = append(cs.full, v)
+		}
+		for _, o := range columnOptions(cs.n, s.columnWorkload(j)) {
+			s.addOption(j, o)
 		}
 	}
 	return s
+}
+
+// addOption appends o to column j's options (or finds it) with its error
+// forms, and returns its index.
+func (s *space) addOption(j int, o *colOpt) int {
+	cs := s.cols[j]
+	for i, x := range cs.options {
+		if x == o {
+			return i
+		}
+	}
+	k := len(cs.vecs)
+	b, d := make([][]float64, k), make([][]float64, k)
+	h := make([]float64, cs.n)
+	for u := 0; u < k; u++ {
+		b[u], d[u] = make([]float64, k), make([]float64, k)
+	}
+	for u := 0; u < k; u++ {
+		o.mul(h, cs.full[u])
+		for v := 0; v < k; v++ {
+			b[v][u] = dot(cs.full[v], h)
+			x := 0.0
+			fu, fv := cs.full[u], cs.full[v]
+			for i, g := range o.diag {
+				x += fu[i] * fv[i] * g
+			}
+			d[u][v] = x
+		}
+	}
+	// Symmetrise the bilinear forms (uᵀGv = vᵀGu in exact arithmetic).
+	for u := 0; u < k; u++ {
+		for v := u + 1; v < k; v++ {
+			m := 0.5 * (b[u][v] + b[v][u])
+			b[u][v], b[v][u] = m, m
+		}
+	}
+	cs.options = append(cs.options, o)
+	cs.bil = append(cs.bil, b)
+	cs.diag = append(cs.diag, d)
+	return len(cs.options) - 1
 }
 
 // columnWorkload is the set of integer rows column j must answer: each
@@ -268,7 +401,7 @@ func (s *space) columnWorkload(j int) [][]float64 {
 		rows = append(rows, v)
 	}
 	for q, qu := range s.w.Queries {
-		grouped := slices.Contains(qu.GroupCols, j)
+		grouped := s.grouped[q][j]
 		for a := range qu.Aggregates {
 			for _, ti := range s.idx[q][a] {
 				f := s.cols[j].vecs[ti[j]]
@@ -295,6 +428,9 @@ func (s *space) columnWorkload(j int) [][]float64 {
 					v[i] *= k
 				}
 				add(v)
+				if len(rows) >= n {
+					return nil
+				}
 			}
 		}
 	}
@@ -311,24 +447,16 @@ func (s *space) columnWorkload(j int) [][]float64 {
 	return rows
 }
 
-func columnOptions(n int, workloadRows [][]float64) []*ColumnStrategy {
-	var out []*ColumnStrategy
-	add := func(cs *ColumnStrategy, err error) {
-		if err == nil {
-			out = append(out, cs)
+// columnOptions are the integer strategies for a column: identity,
+// hierarchical (b = 2, 4, 8, 16), the Haar wavelet and the column's own
+// workload rows (the last two built densely, so only up to maxDenseOption
+// cells).
+func columnOptions(n int, workloadRows [][]float64) []*colOpt {
+	out := fixedOptions(n)
+	if workloadRows != nil && n <= maxDenseOption {
+		if cs, err := Rows("workload", n, workloadRows); err == nil {
+			out = append(out, optFromStrategy(cs))
 		}
-	}
-	add(Identity(n))
-	for _, b := range []int{2, 4, 8, 16} {
-		if n > b {
-			add(Hierarchical(n, b))
-		}
-	}
-	if n > 2 {
-		add(Wavelet(n))
-	}
-	if workloadRows != nil {
-		add(Rows("workload", n, workloadRows))
 	}
 	return out
 }
@@ -338,9 +466,11 @@ func columnOptions(n int, workloadRows [][]float64) []*ColumnStrategy {
 const maxEnumerate = 4096
 
 // searchKronecker visits candidate per-column choices and returns the
-// choices by strategy name.
-func (s *space) searchKronecker(fam catalog.NoiseFamily, visit func([]int)) (map[string][]int, error) {
+// choices by strategy name and the best choice found.
+func (s *space) searchKronecker(fam catalog.NoiseFamily, visit func([]int)) (map[string][]int, []int) {
 	byName := map[string][]int{}
+	var best []int
+	bestScore := math.Inf(1)
 	seen := func(c []int) {
 		cp := slices.Clone(c)
 		name := s.kronName(cp)
@@ -349,6 +479,9 @@ func (s *space) searchKronecker(fam catalog.NoiseFamily, visit func([]int)) (map
 		}
 		byName[name] = cp
 		visit(cp)
+		if v := s.score(cp, fam); v < bestScore {
+			bestScore, best = v, cp
+		}
 	}
 	total := 1
 	for _, cs := range s.cols {
@@ -372,7 +505,7 @@ func (s *space) searchKronecker(fam catalog.NoiseFamily, visit func([]int)) (map
 			}
 		}
 		rec(0)
-		return byName, nil
+		return byName, best
 	}
 	// Coordinate descent from the all-identity choice.
 	c := make([]int, d)
@@ -396,7 +529,7 @@ func (s *space) searchKronecker(fam catalog.NoiseFamily, visit func([]int)) (map
 			break
 		}
 	}
-	return byName, nil
+	return byName, best
 }
 
 func (s *space) score(c []int, fam catalog.NoiseFamily) float64 {
@@ -407,22 +540,20 @@ func (s *space) score(c []int, fam catalog.NoiseFamily) float64 {
 func (s *space) kronName(c []int) string {
 	parts := make([]string, len(c))
 	for j, o := range c {
-		parts[j] = s.w.Columns[j].Name + ":" + s.cols[j].options[o].Name
+		parts[j] = s.w.Columns[j].Name + ":" + s.cols[j].options[o].name
 	}
 	return "kron(" + strings.Join(parts, " ⊗ ") + ")"
 }
 
 // kronError returns the sensitivity of ⊗A_j and the total error per unit
-// noise variance: Σ over every workload row w of w(AᵀA)⁺wᵀ.
+// noise variance: Σ over every workload row w of w(AᵀA)⁺wᵀ. For a query
+// grouped on a set of columns, the rows are agg∘e_g over the groups g, and
+// Σ_g (agg∘e_g)ᵀ(⊗G_j)(agg∘e_g) factors over columns into bilinear forms
+// (ungrouped columns) and diagonal forms (grouped ones).
 func (s *space) kronError(c []int, fam catalog.NoiseFamily) (float64, float64) {
 	sens := 1.0
 	for j, o := range c {
-		cs := s.cols[j].options[o]
-		if fam == catalog.Gaussian {
-			sens *= cs.L2
-		} else {
-			sens *= cs.L1
-		}
+		sens *= s.cols[j].options[o].sens(fam == catalog.Gaussian)
 	}
 	unit := 0.0
 	for q, qu := range s.w.Queries {
@@ -433,7 +564,7 @@ func (s *space) kronError(c []int, fam catalog.NoiseFamily) (float64, float64) {
 					for j, o := range c {
 						ct := s.cols[j]
 						x, y := s.idx[q][a][t][j], s.idx[q][a][u][j]
-						if slices.Contains(qu.GroupCols, j) {
+						if s.grouped[q][j] {
 							p *= ct.diag[o][x][y]
 						} else {
 							p *= ct.bil[o][x][y]
@@ -445,6 +576,123 @@ func (s *space) kronError(c []int, fam catalog.NoiseFamily) (float64, float64) {
 		}
 	}
 	return sens, unit
+}
+
+// effectiveGram is column j's Gram matrix with the other columns' choices
+// in c fixed: kronError is linear in column j's form G_j = (A_jᵀA_j)⁻¹,
+//
+//	unit = Σ_{q,a,t,s} c_t c_s Π_{l≠j} F_l(t,s) · F_j(t,s),
+//
+// with F_j(t,s) = u_tjᵀG_j u_sj (column j not grouped in q) or
+// Σ_i u_tj,i u_sj,i (G_j)_ii (grouped), so unit = trace(G_j^eff·G_j) with
+//
+//	G_j^eff = Σ K_uv u·vᵀ + diag(Σ K'_uv u∘v),
+//
+// K collecting the weights c_t c_s Π_{l≠j}F_l of the pairs whose factors
+// on column j are (u, v). The Gram is low rank (the column's distinct
+// factors) plus diagonal (its group-by terms). For the optimiser's
+// objective the other columns' sensitivities are a constant factor.
+func (s *space) effectiveGram(j int, c []int, gauss bool) *LowRankGram {
+	cs := s.cols[j]
+	k := len(cs.vecs)
+	K := make([][]float64, k)
+	for u := range K {
+		K[u] = make([]float64, k)
+	}
+	var dg []float64
+	for q, qu := range s.w.Queries {
+		for a, agg := range qu.Aggregates {
+			for t := range agg {
+				for u := range agg {
+					p := agg[t].Coef * agg[u].Coef
+					for l, o := range c {
+						if l == j {
+							continue
+						}
+						cl := s.cols[l]
+						x, y := s.idx[q][a][t][l], s.idx[q][a][u][l]
+						if s.grouped[q][l] {
+							p *= cl.diag[o][x][y]
+						} else {
+							p *= cl.bil[o][x][y]
+						}
+					}
+					if p == 0 {
+						continue
+					}
+					x, y := s.idx[q][a][t][j], s.idx[q][a][u][j]
+					if s.grouped[q][j] {
+						if dg == nil {
+							dg = make([]float64, cs.n)
+						}
+						fx, fy := cs.full[x], cs.full[y]
+						for i := range dg {
+							dg[i] += p * fx[i] * fy[i]
+						}
+					} else {
+						K[x][y] += p
+					}
+				}
+			}
+		}
+	}
+	// Normalise (the optimum is scale-invariant) so equal shapes share a key.
+	scale := 0.0
+	for u := range K {
+		for v := range K[u] {
+			scale = math.Max(scale, math.Abs(K[u][v]))
+		}
+	}
+	for _, x := range dg {
+		scale = math.Max(scale, math.Abs(x))
+	}
+	if scale > 0 {
+		for u := range K {
+			for v := range K[u] {
+				K[u][v] = roundSig(K[u][v] / scale)
+			}
+		}
+		for i := range dg {
+			dg[i] = roundSig(dg[i] / scale)
+		}
+	}
+	return NewLowRankGram(cs.n, cs.vecs, K, dg)
+}
+
+// roundSig rounds to 12 significant digits, so effective Grams that differ
+// only by floating-point noise share a cache key.
+func roundSig(x float64) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	e := math.Floor(math.Log10(math.Abs(x)))
+	p := math.Pow(10, 11-e)
+	return math.Round(x*p) / p
+}
+
+// worthOptimising reports whether column j's workload can gain from an
+// optimised strategy: the column is long enough (≥ 8 cells) and its
+// effective workload is neither a single vector (measured best by itself)
+// nor only group-by cells (measured best by the identity).
+func (s *space) worthOptimising(j int) bool {
+	cs := s.cols[j]
+	if cs.n < 8 {
+		return false
+	}
+	grouped := false
+	for q := range s.w.Queries {
+		grouped = grouped || s.grouped[q][j]
+	}
+	nonOnes := 0
+	for _, v := range cs.vecs {
+		if v != nil {
+			nonOnes++
+		}
+	}
+	if grouped {
+		return nonOnes > 0
+	}
+	return len(cs.vecs) > 2
 }
 
 // pairForms holds, for one (query, aggregate) of a Kronecker plan, what is
@@ -465,7 +713,7 @@ func (s *space) pairForms(c []int) [][]*pairForms {
 				for u := range agg {
 					p := agg[t].Coef * agg[u].Coef
 					for j, o := range c {
-						if !slices.Contains(qu.GroupCols, j) {
+						if !s.grouped[q][j] {
 							p *= s.cols[j].bil[o][s.idx[q][a][t][j]][s.idx[q][a][u][j]]
 						}
 					}
@@ -495,12 +743,48 @@ func (pf *pairForms) at(p *Plan, group []int) float64 {
 				if fu != nil {
 					vu = fu[i]
 				}
-				x *= vt * vu * p.Factors[j].Gram.At(i, i)
+				x *= vt * vu * p.diags[j][i]
 			}
 			v += x
 		}
 	}
 	return v
+}
+
+// fingerprint identifies a workload's structure and the options: equal
+// fingerprints get equal plans.
+func fingerprint(w *compile.Workload, opt Options) string {
+	var rows [][]float64
+	sizes := make([]float64, 0, len(w.Columns))
+	for _, s := range w.Sizes() {
+		sizes = append(sizes, float64(s))
+	}
+	rows = append(rows, sizes, []float64{opt.Epsilon, opt.Rho})
+	for _, q := range w.Queries {
+		g := []float64{-1}
+		for _, j := range q.GroupCols {
+			g = append(g, float64(j))
+		}
+		rows = append(rows, g)
+		for _, agg := range q.Aggregates {
+			rows = append(rows, []float64{-2, float64(len(agg))})
+			for _, t := range agg {
+				rows = append(rows, []float64{-3, t.Coef})
+				for _, f := range t.Factors {
+					if f == nil {
+						rows = append(rows, nil)
+					} else {
+						rows = append(rows, f)
+					}
+				}
+			}
+		}
+	}
+	names := string(opt.Noise)
+	for _, c := range w.Columns {
+		names += "|" + c.Name
+	}
+	return names + "|" + hashFloats(len(rows), rows, nil, nil)
 }
 
 // integerScale finds the smallest k ≤ 64 such that k·v is integer.
@@ -605,22 +889,46 @@ func (s *space) direct(fam catalog.NoiseFamily) (scale [][]float64, sens float64
 }
 
 // Dense expands a structured linear query over the product domain
-// (row-major, last column fastest).
+// (row-major, last column fastest), term by term as Kronecker products:
+// O(cells) per term.
 func Dense(l compile.Linear, sizes []int) []float64 {
 	n := 1
 	for _, s := range sizes {
 		n *= s
 	}
 	out := make([]float64, n)
-	cell := make([]int, len(sizes))
-	for i := 0; i < n; i++ {
-		out[i] = l.Eval(cell)
+	buf := make([]float64, n)
+	for _, t := range l {
+		// buf = coef·(f_1 ⊗ … ⊗ f_d), built from the last column up.
+		cur := buf[:1]
+		cur[0] = t.Coef
+		size := 1
 		for j := len(sizes) - 1; j >= 0; j-- {
-			cell[j]++
-			if cell[j] < sizes[j] {
-				break
+			f := t.Factors[j]
+			nj := sizes[j]
+			// new[i*size + r] = f[i]·cur[r]; write from the top so cur (at
+			// the front of buf) is read before it is overwritten.
+			for i := nj - 1; i >= 0; i-- {
+				c := 1.0
+				if f != nil {
+					c = f[i]
+				}
+				dst := buf[i*size : (i+1)*size]
+				if i == 0 {
+					for r := range dst {
+						dst[r] *= c
+					}
+					continue
+				}
+				for r := range dst {
+					dst[r] = c * buf[r]
+				}
 			}
-			cell[j] = 0
+			size *= nj
+			cur = buf[:size]
+		}
+		for i, v := range cur {
+			out[i] += v
 		}
 	}
 	return out

@@ -187,7 +187,11 @@ func TestKroneckerErrorMatchesDense(t *testing.T) {
 		checked++
 		var A *mat.Dense
 		for j, o := range c {
-			f := s.cols[j].options[o].A
+			cs, err := s.cols[j].options[o].strategy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := cs.A
 			if A == nil {
 				A = mat.DenseCopyOf(f)
 				continue

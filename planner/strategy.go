@@ -3,9 +3,31 @@
 // exact expected squared error of every answer, σ²·w(AᵀA)⁺wᵀ, and the
 // sensitivity (largest column L1 norm for Laplace, L2 for Gaussian), and
 // picks the candidate with the least total error before anything is spent.
+// The planner never touches data.
+//
 // Strategies over several columns are Kronecker products of per-column
-// matrices, so planning cost grows with the sum of the column sizes, not
-// their product. The planner never touches data.
+// strategies, so planning cost grows with the sum of the column sizes, not
+// their product: a candidate's error factors into per-column bilinear and
+// diagonal forms (space.kronError), and a column's part of it is
+// trace(G_j^eff·(A_jᵀA_j)⁻¹) for an effective Gram matrix G_j^eff
+// (space.effectiveGram). Per column the planner tries the integer families
+// (identity, hierarchical, Haar wavelet, the column's own rows) and
+// optimised strategies for G_j^eff:
+//
+//   - Laplace: p-Identity strategies [I; Θ]·D (HDMM's OPT_0 family), by a
+//     projected L-BFGS on Θ ≥ 0 with Woodbury-form objective and gradient
+//     (opt_laplace.go), from multi-level "tent" starts that reach HDMM's
+//     figures within tens of evaluations (optimize.go);
+//   - Gaussian: the convex optimum of trace(GX⁻¹) s.t. diag(X) ≤ 1, by a
+//     dual fixed point whose every iterate certifies a lower bound
+//     (opt_gauss.go), in O(n) per iteration when G⁻¹ is tridiagonal (all
+//     ranges, prefixes).
+//
+// Optimised strategies are real-valued; they are rounded to an integer grid
+// with no increase in sensitivity, and their error is computed from the
+// rounded matrix (grid.go). Marginal workloads have closed forms in the
+// algebra of E_T projections (marginals.go). A Planner caches optimised
+// strategies by workload shape and whole plans by workload (cache.go).
 package planner
 
 import (
@@ -23,17 +45,29 @@ type ColumnStrategy struct {
 	A    *mat.Dense // m × n
 	// Pinv is A⁺ (n × m): least-squares reconstruction.
 	Pinv *mat.Dense
-	// Gram is (AᵀA)⁺ (n × n): the error form, w(AᵀA)⁺wᵀ.
+	// Gram is (AᵀA)⁺ (n × n): the error form, w(AᵀA)⁺wᵀ. It is nil for
+	// optimised Gaussian strategies over more than maxDenseGram cells, which
+	// keep only a triangular factor; GramMatrix materialises it.
 	Gram *mat.Dense
 	// L1, L2 are the largest column norms.
 	L1, L2 float64
 	// FullRank reports whether every vector over the column is answerable.
 	FullRank bool
+	// Grid is the value of one integer unit of A in the units of the
+	// real-valued strategy A approximates: 1 for the integer families
+	// (identity, hierarchical, wavelet, workload rows), 1/K for optimised
+	// strategies rounded to the grid (see gridLaplace).
+	Grid float64
+
+	// gramFactor, when set, is C with (AᵀA)⁻¹ = C·Cᵀ. Optimised Gaussian
+	// strategies over more than maxDenseGram cells keep only the factor and
+	// leave Gram nil.
+	gramFactor *mat.Dense
 }
 
 func newColumnStrategy(name string, a *mat.Dense) (*ColumnStrategy, error) {
 	m, n := a.Dims()
-	cs := &ColumnStrategy{Name: name, A: a}
+	cs := &ColumnStrategy{Name: name, A: a, Grid: 1}
 	for j := 0; j < n; j++ {
 		var l1, l2 float64
 		for i := 0; i < m; i++ {
@@ -87,6 +121,18 @@ func newColumnStrategy(name string, a *mat.Dense) (*ColumnStrategy, error) {
 	}
 	cs.Pinv, cs.Gram, cs.FullRank = inv, gram, rank == n
 	return cs, nil
+}
+
+// GramMatrix returns (AᵀA)⁺, materialising it from the strategy's factor
+// when Gram was not kept (O(n³)).
+func (cs *ColumnStrategy) GramMatrix() *mat.Dense {
+	if cs.Gram != nil || cs.gramFactor == nil {
+		return cs.Gram
+	}
+	var g mat.Dense
+	g.Mul(cs.gramFactor, cs.gramFactor.T())
+	symmetrize(&g)
+	return &g
 }
 
 // Identity measures every cell.

@@ -31,6 +31,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, rest, stdout, stderr)
 	case "audit":
 		err = audit(ctx, rest, stdout)
+	case "bench":
+		err = bench(rest, stdout)
+	case "reload":
+		err = reloadCmd(rest, stdout)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -67,6 +71,10 @@ func usage(w io.Writer) {
 commands:
   serve    start the MySQL-protocol proxy (default: embedded demo on 127.0.0.1:3306)
   audit    print ledger entries and spent/remaining budgets; 'audit verify' checks the hash chain
+           (and signed heads), 'audit sign' signs the ledger head, 'audit keygen' makes a signing key
+  reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
+  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8
+           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times
 
 Run 'dpproxy <command> -h' for the command's flags.
 `)

@@ -1,0 +1,154 @@
+package planner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/parser"
+)
+
+// cubeTable has three 100-cell columns: a 10⁶-cell product domain.
+func cubeTable() *catalog.Table {
+	col := func(name string) *catalog.Column {
+		return &catalog.Column{Name: name, Kind: catalog.IntegerRange, Min: 0, Max: 99, Width: 1, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyClamp}
+	}
+	return &catalog.Table{Name: "t", Noise: catalog.Laplace, Columns: []*catalog.Column{col("a"), col("b"), col("c")}}
+}
+
+// cubeWorkload is a 3-column GROUP BY with WHERE ranges over 10⁶ cells, plus
+// two range counts — the shape of the end-to-end target.
+func cubeWorkload(tb testing.TB) *compile.Workload {
+	tb.Helper()
+	qs := []*parser.Query{
+		{Table: "t", GroupBy: []string{"a", "b", "c"},
+			Select: []parser.SelectItem{{Column: "a"}, {Column: "b"}, {Column: "c"}, {Agg: parser.AggCount}},
+			Where: parser.And{Terms: []parser.Pred{
+				parser.Between{Column: "a", Lo: lit("10"), Hi: lit("80")},
+				parser.Compare{Column: "b", Op: parser.OpGe, Value: lit("20")},
+			}}},
+		{Table: "t", Select: []parser.SelectItem{{Agg: parser.AggCount}},
+			Where: parser.Between{Column: "c", Lo: lit("5"), Hi: lit("50")}},
+		{Table: "t", GroupBy: []string{"a"}, Select: []parser.SelectItem{{Column: "a"}, {Agg: parser.AggCount}},
+			Where: parser.Compare{Column: "b", Op: parser.OpLt, Value: lit("60")}},
+	}
+	var sts []*parser.Statement
+	for _, q := range qs {
+		sts = append(sts, &parser.Statement{Kind: parser.KindAggregate, Query: q})
+	}
+	w, err := compile.Compile(cubeTable(), sts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w
+}
+
+// Planning the 10⁶-cell GROUP BY from scratch (no cache).
+func BenchmarkChooseCube(b *testing.B) {
+	w := cubeWorkload(b)
+	for i := 0; i < b.N; i++ {
+		if _, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Per-answer variances of the 10⁶ groups (what exec and EXPLAIN evaluate).
+func BenchmarkVarianceCube(b *testing.B) {
+	w := cubeWorkload(b)
+	p, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := w.Queries[0]
+	group := make([]int, len(q.GroupCols))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := 0.0
+		for g := 0; g < q.Groups(w); g++ {
+			q.GroupCells(w, g, group)
+			s += p.Variance(0, 0, group)
+		}
+		_ = s
+	}
+}
+
+// A repeated dashboard query: the plan comes from the Planner's cache.
+func BenchmarkChooseCached(b *testing.B) {
+	w := cubeWorkload(b)
+	pl := New()
+	if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The separable Kronecker error of one candidate.
+func BenchmarkKronError(b *testing.B) {
+	w := cubeWorkload(b)
+	s := newSpace(w)
+	c := make([]int, len(s.cols))
+	for j := range c {
+		c[j] = len(s.cols[j].options) - 1
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.kronError(c, catalog.Laplace)
+	}
+}
+
+func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
+	for i := 0; i < b.N; i++ {
+		r, err := optimizeLaplace(g, time.Now().Add(budget))
+		if err != nil || r == nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(2*r.strategy.L1*r.strategy.L1*traceProduct(g, r.strategy.Gram), "error(ε=1)")
+	}
+}
+
+func BenchmarkOptimizeLaplaceAllRange1024(b *testing.B) {
+	benchOptimizeLaplace(b, AllRangeGram{Size: 1024}, 600*time.Millisecond)
+}
+
+func BenchmarkOptimizeLaplacePrefix1024(b *testing.B) {
+	benchOptimizeLaplace(b, PrefixGram{Size: 1024}, 600*time.Millisecond)
+}
+
+func BenchmarkOptimizeLaplaceAllRange4096(b *testing.B) {
+	benchOptimizeLaplace(b, AllRangeGram{Size: 4096}, 9600*time.Millisecond)
+}
+
+func benchOptimizeGauss(b *testing.B, g Gram) {
+	for i := 0; i < b.N; i++ {
+		r, err := optimizeGauss(g, time.Now().Add(time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.cert.Gap, "gap")
+	}
+}
+
+func BenchmarkOptimizeGaussAllRange1024(b *testing.B) {
+	benchOptimizeGauss(b, AllRangeGram{Size: 1024})
+}
+func BenchmarkOptimizeGaussPrefix1024(b *testing.B) { benchOptimizeGauss(b, PrefixGram{Size: 1024}) }
+
+// One objective and gradient evaluation of the p-Identity optimiser.
+func BenchmarkPIdentityEval1024(b *testing.B) {
+	c := laplaceConfigs(1024)[0]
+	lo, hi, dense, p := c.start(1024)
+	o := newPIdentity(AllRangeGram{Size: 1024}, p, lo, hi)
+	th := o.pack(dense)
+	gr := make([]float64, len(th))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		o.eval(th, gr)
+	}
+}

@@ -1,0 +1,158 @@
+package planner
+
+import (
+	"sync"
+	"time"
+
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// Planner chooses strategies and remembers what it optimised. It caches
+// optimised per-column strategies by workload shape — the noise family and
+// the column's effective Gram matrix (its hash, which includes the size) —
+// and whole plans by workload fingerprint, so a repeated dashboard query
+// plans in microseconds. A Planner is safe for concurrent use; the package
+// holds no mutable global state.
+type Planner struct {
+	// Budget bounds the time one Choose may spend optimising per-column
+	// strategies (the optimisers stop at their deadline with the best
+	// strategy so far). Zero means DefaultBudget.
+	Budget time.Duration
+	// MaxEntries bounds each cache (oldest entries are evicted first).
+	// Zero means 256.
+	MaxEntries int
+
+	mu      sync.Mutex
+	columns map[string]*columnEntry
+	colFIFO []string
+	plans   map[string]*Plan
+	planFIO []string
+	noCache bool
+}
+
+// DefaultBudget is the optimisation budget of a Planner with Budget unset.
+const DefaultBudget = 300 * time.Millisecond
+
+// New returns a Planner with caches.
+func New() *Planner { return &Planner{} }
+
+type columnEntry struct {
+	ready chan struct{}
+	opt   *colOpt
+	extra optInfo
+	err   error
+}
+
+// optInfo is what an optimiser reports besides the strategy.
+type optInfo struct {
+	real    float64 // objective of the real-valued optimum (Δ = 1)
+	cert    *GaussCertificate
+	seconds float64
+}
+
+func (pl *Planner) budget() time.Duration {
+	if pl.Budget > 0 {
+		return pl.Budget
+	}
+	return DefaultBudget
+}
+
+func (pl *Planner) maxEntries() int {
+	if pl.MaxEntries > 0 {
+		return pl.MaxEntries
+	}
+	return 256
+}
+
+// optimised returns the optimised strategy for Gram g under the noise
+// family, computing it (once, even under concurrent requests) with the
+// given deadline when it is not cached. It returns nil when the column is
+// too small for optimisation to help.
+func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+	key := string(fam) + "|" + g.Key()
+	if pl.noCache {
+		return runOptimiser(g, fam, deadline)
+	}
+	pl.mu.Lock()
+	if pl.columns == nil {
+		pl.columns = map[string]*columnEntry{}
+	}
+	if e, ok := pl.columns[key]; ok {
+		pl.mu.Unlock()
+		<-e.ready
+		info := e.extra
+		info.seconds = 0 // a cache hit costs nothing
+		return e.opt, info, e.err
+	}
+	e := &columnEntry{ready: make(chan struct{})}
+	pl.columns[key] = e
+	pl.colFIFO = append(pl.colFIFO, key)
+	if len(pl.colFIFO) > pl.maxEntries() {
+		delete(pl.columns, pl.colFIFO[0])
+		pl.colFIFO = pl.colFIFO[1:]
+	}
+	pl.mu.Unlock()
+	e.opt, e.extra, e.err = runOptimiser(g, fam, deadline)
+	close(e.ready)
+	if e.err != nil {
+		pl.mu.Lock()
+		if pl.columns[key] == e {
+			delete(pl.columns, key)
+		}
+		pl.mu.Unlock()
+	}
+	return e.opt, e.extra, e.err
+}
+
+func runOptimiser(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+	start := time.Now()
+	if fam == catalog.Gaussian {
+		r, err := optimizeGauss(g, deadline)
+		if err != nil || r == nil {
+			return nil, optInfo{}, err
+		}
+		cert := r.cert
+		return optFromStrategy(r.strategy), optInfo{real: cert.Dual, cert: &cert, seconds: time.Since(start).Seconds()}, nil
+	}
+	r, err := optimizeLaplace(g, deadline)
+	if err != nil || r == nil {
+		return nil, optInfo{}, err
+	}
+	return optFromStrategy(r.strategy), optInfo{real: r.Real, seconds: time.Since(start).Seconds()}, nil
+}
+
+// cachedPlan returns a copy of a cached plan for the fingerprint.
+func (pl *Planner) cachedPlan(key string) *Plan {
+	if pl.noCache {
+		return nil
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	p := pl.plans[key]
+	if p == nil {
+		return nil
+	}
+	cp := *p
+	cp.Candidates = append([]Candidate(nil), p.Candidates...)
+	return &cp
+}
+
+func (pl *Planner) storePlan(key string, p *Plan) {
+	if pl.noCache {
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.plans == nil {
+		pl.plans = map[string]*Plan{}
+	}
+	if _, ok := pl.plans[key]; !ok {
+		pl.planFIO = append(pl.planFIO, key)
+		if len(pl.planFIO) > pl.maxEntries() {
+			delete(pl.plans, pl.planFIO[0])
+			pl.planFIO = pl.planFIO[1:]
+		}
+	}
+	cp := *p
+	pl.plans[key] = &cp
+}
