@@ -111,7 +111,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (planner.Options, error) {
 	opt := planner.Options{Noise: t.Noise, Epsilon: 1, Rho: 1}
 	worst := func(o planner.Options) (float64, error) {
-		p, err := planner.Choose(w, o)
+		p, err := e.planner.Choose(w, o)
 		if err != nil {
 			return 0, err
 		}

@@ -403,7 +403,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return nil, err
 		}
 	}
-	plan, err := planner.Choose(w, opt)
+	plan, err := e.planner.Choose(w, opt)
 	if err != nil {
 		return nil, e.internal("plan", err)
 	}

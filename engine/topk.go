@@ -121,7 +121,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	mechanism := "exponential"
 	strategy := "top-k"
 	if measuresValues(q) {
-		if plan, err = planner.Choose(w, opt); err != nil {
+		if plan, err = e.planner.Choose(w, opt); err != nil {
 			return nil, e.internal("plan", err)
 		}
 		mechanism += "+" + string(opt.Noise)
