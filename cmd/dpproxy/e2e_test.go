@@ -28,7 +28,7 @@ var (
 )
 
 // demoData generates the demo table once per test binary.
-func demoData(t *testing.T) string {
+func demoData(t testing.TB) string {
 	t.Helper()
 	demoOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "dpproxy-demo-")
@@ -47,7 +47,7 @@ func demoData(t *testing.T) string {
 
 // startProxy runs a real dpproxy on a free loopback port. yaml, if not
 // empty, replaces the demo catalog (its source path may be {{DEMO}}).
-func startProxy(t *testing.T, yaml string) (*proxy, string) {
+func startProxy(t testing.TB, yaml string) (*proxy, string) {
 	t.Helper()
 	dataDir := t.TempDir()
 	src := demoData(t)
@@ -71,7 +71,7 @@ func startProxy(t *testing.T, yaml string) (*proxy, string) {
 	return p, p.front.Addr().String()
 }
 
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	b, err := os.ReadFile(from)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-func connect(t *testing.T, addr, user, pass string, params string) *sql.DB {
+func connect(t testing.TB, addr, user, pass string, params string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/demo?%s", user, pass, addr, params))
 	if err != nil {
