@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/engine"
 )
 
 // audit: `dpproxy audit [list|budgets|verify|sign|keygen] [flags]`. With no
@@ -68,7 +69,11 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return tamperExit(err)
 		}
-		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries\n", len(entries))
+		// Every charge within the limits in force when it was made.
+		if err := budget.CheckSpending(entries, engine.Limits(cat)); err != nil {
+			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %w", err)}
+		}
+		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries, no charge over the limit in force\n", len(entries))
 		pub, err := publicKey(*pubKey, cf, cat)
 		if err != nil {
 			return err

@@ -179,3 +179,20 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 		t.Fatalf("verify a rolled-back ledger: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// `audit verify` replays the charges against the limits: six charges of
+// ε = 0.1 fit the demo's per-user ε = 20, but not a catalog whose per-user
+// limit is 0.35 (and that never recorded a change): entry 4 overspends.
+func TestAuditVerifyFindsOverspending(t *testing.T) {
+	src := realLedger(t)
+	cat := filepath.Join(src, "tight.yaml")
+	yaml := strings.ReplaceAll(tinyBudget, "{{DEMO}}", demoData(t))
+	yaml = strings.Replace(yaml, "per_user: 0.3", "per_user: 0.35", 1)
+	if err := os.WriteFile(cat, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", src, "--config", cat)
+	if code != 3 || !strings.Contains(errOut, "entry 4 overspends user analyst on table adult") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,90 @@
+package budget
+
+import (
+	"fmt"
+	"strings"
+)
+
+// OverspendError names the first charge after which a scope's spend
+// exceeded the limit in force.
+type OverspendError struct {
+	Seq   int64
+	Limit Limit
+	Spent float64 // ε at the limit's δ after the charge
+}
+
+func (e *OverspendError) Error() string {
+	who := e.Limit.Scope
+	switch e.Limit.Scope {
+	case ScopeUserTable:
+		who = fmt.Sprintf("user %s on table %s", e.Limit.User, e.Limit.Table)
+	case ScopeTable:
+		who = fmt.Sprintf("table %s (all users)", e.Limit.Table)
+	case ScopeUser:
+		who = fmt.Sprintf("user %s (all tables)", e.Limit.User)
+	}
+	return fmt.Sprintf("entry %d overspends %s: spent ε=%.6g, limit ε=%g", e.Seq, who, e.Spent, e.Limit.Epsilon)
+}
+
+// CheckSpending replays entries in order and returns an *OverspendError
+// for the first charge that took any scope past the limit then in force.
+// current are the limits the catalog sets now, as rules (User "" in a
+// user_table or user scope means every user). A scope's limit before its
+// first recorded change is that change's previous value; a scope never
+// changed has had its current limit throughout. Reuse entries cost
+// nothing; limits entries change the limit in force from their position on.
+func CheckSpending(entries []Entry, current []Limit) error {
+	type key struct{ scope, user, table string }
+	inForce := map[key]Limit{}
+	for _, l := range current {
+		inForce[key{l.Scope, l.User, l.Table}] = l
+	}
+	seen := map[key]bool{}
+	for _, e := range entries {
+		if c, ok := ParseLimitEntry(e); ok {
+			k := key{c.Limit.Scope, c.Limit.User, c.Limit.Table}
+			if !seen[k] {
+				seen[k] = true
+				inForce[k] = c.Previous
+			}
+		}
+	}
+	spent := map[key]Cost{}
+	check := func(e Entry, k key, rule key, c Cost) error {
+		spent[k] = spent[k].Add(c)
+		lim, ok := inForce[k]
+		if !ok {
+			if lim, ok = inForce[rule]; !ok {
+				return nil
+			}
+			lim.User = k.user
+		}
+		s := EpsilonFor(spent[k], lim.Delta)
+		if s > lim.Epsilon*(1+1e-9) {
+			return &OverspendError{Seq: e.Seq, Limit: lim, Spent: s}
+		}
+		return nil
+	}
+	for _, e := range entries {
+		if c, ok := ParseLimitEntry(e); ok {
+			inForce[key{c.Limit.Scope, c.Limit.User, c.Limit.Table}] = c.Limit
+			continue
+		}
+		if e.Kind != KindCharge {
+			continue
+		}
+		for _, t := range e.Tables {
+			t = strings.ToLower(t)
+			if err := check(e, key{ScopeTable, "", t}, key{ScopeTable, "", t}, e.Cost); err != nil {
+				return err
+			}
+			if err := check(e, key{ScopeUserTable, e.User, t}, key{ScopeUserTable, "", t}, e.Cost); err != nil {
+				return err
+			}
+		}
+		if err := check(e, key{ScopeUser, e.User, ""}, key{ScopeUser, "", ""}, e.Cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
