@@ -26,7 +26,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -171,16 +170,7 @@ func clientsData(t *testing.T) string {
 // clientsTruth is an exact count over the client tests' table.
 func clientsTruth(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+clientsData(t)+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int64
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countIn(t, clientsData(t), query, args...)
 }
 
 // env is the connection environment of the client scripts.

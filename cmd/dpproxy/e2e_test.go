@@ -94,7 +94,13 @@ func connect(t testing.TB, addr, user, pass string, params string) *sql.DB {
 // truth reads the exact answer from the demo SQLite file: only tests may.
 func truth(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+demoData(t)+"?mode=ro")
+	return countIn(t, demoData(t), query, args...)
+}
+
+// countIn runs a counting query directly on a SQLite file.
+func countIn(t *testing.T, path, query string, args ...any) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
