@@ -56,6 +56,15 @@ var rangesAndGroups = []*parser.Query{
 		Where: parser.Or{Terms: []parser.Pred{parser.Compare{Column: "b", Value: lit("y")}, parser.Compare{Column: "a", Op: parser.OpGt, Value: lit("6")}}}},
 }
 
+// oneWayGroups is a dashboard-style batch: one-way GROUP BYs over different
+// columns and a range count, best measured as a union of marginals.
+var oneWayGroups = []*parser.Query{
+	{GroupBy: []string{"a"}, Select: []parser.SelectItem{{Column: "a"}, {Agg: parser.AggCount}}},
+	{GroupBy: []string{"b"}, Select: []parser.SelectItem{{Column: "b"}, {Agg: parser.AggCount}}},
+	{GroupBy: []string{"c"}, Select: []parser.SelectItem{{Column: "c"}, {Agg: parser.AggCount}}},
+	{Select: []parser.SelectItem{{Agg: parser.AggCount}}, Where: parser.Between{Column: "a", Lo: lit("2"), Hi: lit("7")}},
+}
+
 // bruteContract is Σ_cells agg(cell)·x(cell) per group, by enumeration.
 func bruteContract(w *compile.Workload, q *compile.Query, agg compile.Linear, x []float64) []float64 {
 	sizes := w.Sizes()
@@ -133,6 +142,45 @@ func TestKroneckerRoundTripWithoutNoise(t *testing.T) {
 	}
 }
 
+// A marginal plan measured without noise answers every query exactly: the
+// workload lies in the strategy's row space and least squares is exact.
+func TestMarginalRoundTripWithoutNoise(t *testing.T) {
+	withSum := append([]*parser.Query{{GroupBy: []string{"c"}, Select: []parser.SelectItem{{Column: "c"}, {Agg: parser.AggSum, Column: "a"}}}}, oneWayGroups...)
+	for _, tc := range []struct {
+		qs  []*parser.Query
+		opt planner.Options
+	}{
+		{oneWayGroups, planner.Options{Noise: catalog.Laplace, Epsilon: 1}},
+		{oneWayGroups, planner.Options{Noise: catalog.Gaussian, Rho: 0.5}},
+		{withSum, planner.Options{Noise: catalog.Laplace, Epsilon: 1}},
+	} {
+		w, opt := workload(t, tc.qs...), tc.opt
+		p, err := planner.Choose(w, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Kind != planner.Marginal {
+			t.Fatalf("%s: chose %s, want a marginal plan", opt.Noise, p.Name)
+		}
+		x := histogram(w.Cells())
+		xhat, err := measureMarginal(p, x, w.Sizes(), func() int64 { return 0 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for qi, q := range w.Queries {
+			for a, agg := range q.Aggregates {
+				got := Contract(agg, xhat, w.Sizes(), q.GroupCols)
+				want := bruteContract(w, q, agg, x)
+				for g := range want {
+					if math.Abs(got[g]-want[g]) > 1e-8*math.Max(1, math.Abs(want[g])) {
+						t.Fatalf("%s %s: query %d agg %d group %d: %v != %v", opt.Noise, p.Name, qi, a, g, got[g], want[g])
+					}
+				}
+			}
+		}
+	}
+}
+
 // The empirical mean squared error over many noisy runs matches the plan's
 // exact expected error. With R runs the relative standard error of the
 // estimate is about sqrt(2/R)·(kurtosis factor); 1500 runs and many answers
@@ -150,6 +198,8 @@ func TestEmpiricalErrorMatchesPlan(t *testing.T) {
 		{"direct laplace", rangesAndGroups[:1], planner.Options{Noise: catalog.Laplace, Epsilon: 0.5}, planner.Direct, 4000, 0.1, ""},
 		{"kron laplace", rangesAndGroups, planner.Options{Noise: catalog.Laplace, Epsilon: 1}, planner.Kronecker, 1500, 0.1, ""},
 		{"kron gaussian", rangesAndGroups, planner.Options{Noise: catalog.Gaussian, Rho: 0.5}, planner.Kronecker, 1500, 0.1, ""},
+		{"marginal laplace", oneWayGroups, planner.Options{Noise: catalog.Laplace, Epsilon: 1}, planner.Marginal, 1500, 0.1, ""},
+		{"marginal gaussian", oneWayGroups, planner.Options{Noise: catalog.Gaussian, Rho: 0.5}, planner.Marginal, 1500, 0.1, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,9 @@ type Answers struct {
 
 // Measure runs plan p on histogram x with fresh noise from r.
 //
+// Marginal plans are measured by measureMarginal, whose comment states
+// their sensitivity.
+//
 // Privacy: the released vector is A·x + Z with A the plan's integer strategy
 // matrix and Z i.i.d. discrete Laplace with scale t = Δ₁/ε (ε-DP) or discrete
 // Gaussian with σ² = Δ₂²/(2ρ) (ρ-zCDP), Δ the strategy's largest column norm
@@ -39,12 +42,13 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 	if len(x) != w.Cells() {
 		return nil, fmt.Errorf("exec: histogram has %d cells, workload %d", len(x), w.Cells())
 	}
-	draw := func() float64 {
+	drawInt := func() int64 {
 		if p.Options.Noise == catalog.Gaussian {
-			return float64(r.DiscreteGaussian(p.NoiseNum, p.NoiseDen))
+			return r.DiscreteGaussian(p.NoiseNum, p.NoiseDen)
 		}
-		return float64(r.DiscreteLaplace(p.NoiseNum, p.NoiseDen))
+		return r.DiscreteLaplace(p.NoiseNum, p.NoiseDen)
 	}
+	draw := func() float64 { return float64(drawInt()) }
 	ans := &Answers{}
 	switch p.Kind {
 	case planner.Direct:
@@ -89,6 +93,20 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 			var vals, vars [][]float64
 			for a, agg := range qu.Aggregates {
 				vals = append(vals, Contract(agg, y, sizes, qu.GroupCols))
+				vars = append(vars, variances(p, q, a, w, qu))
+			}
+			ans.Values = append(ans.Values, vals)
+			ans.Variance = append(ans.Variance, vars)
+		}
+	case planner.Marginal:
+		xhat, err := measureMarginal(p, x, sizes, drawInt)
+		if err != nil {
+			return nil, err
+		}
+		for q, qu := range w.Queries {
+			var vals, vars [][]float64
+			for a, agg := range qu.Aggregates {
+				vals = append(vals, Contract(agg, xhat, sizes, qu.GroupCols))
 				vars = append(vars, variances(p, q, a, w, qu))
 			}
 			ans.Values = append(ans.Values, vals)

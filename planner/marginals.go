@@ -53,6 +53,11 @@ type marginalAlgebra struct {
 	r     []float64 // r_T
 	c     []float64 // Π_{i∉S} n_i
 	mu    []float64 // μ_T
+	// coef[T] is the workload's error coefficient on E_T: the error per
+	// unit noise variance is Σ_T coef_T/λ_T. For a union of marginals
+	// coef_T = r_T·μ_T; for any other workload it is Σ_w w·E_T·wᵀ over
+	// the workload's rows (see space.marginalCoefficients).
+	coef []float64
 }
 
 func newMarginalAlgebra(w MarginalWorkload) *marginalAlgebra {
@@ -81,6 +86,18 @@ func newMarginalAlgebra(w MarginalWorkload) *marginalAlgebra {
 			}
 		}
 	}
+	a.coef = make([]float64, m)
+	for t := range a.coef {
+		a.coef[t] = a.r[t] * a.mu[t]
+	}
+	return a
+}
+
+// newMarginalAlgebraCoef is the algebra over attributes of the given sizes
+// for a workload known only by its coefficients coef_T.
+func newMarginalAlgebraCoef(sizes []int, coef []float64) *marginalAlgebra {
+	a := newMarginalAlgebra(MarginalWorkload{Sizes: sizes})
+	a.coef = coef
 	return a
 }
 
@@ -103,17 +120,17 @@ func (a *marginalAlgebra) lambda(v []float64) []float64 {
 	return lam
 }
 
-// unit is Σ_T r_T μ_T/λ_T (+Inf when some needed λ_T is 0).
+// unit is Σ_T coef_T/λ_T (+Inf when some needed λ_T is 0).
 func (a *marginalAlgebra) unit(lam []float64) float64 {
 	e := 0.0
-	for t, mu := range a.mu {
-		if mu == 0 {
+	for t, c := range a.coef {
+		if c == 0 {
 			continue
 		}
 		if lam[t] <= 0 {
 			return math.Inf(1)
 		}
-		e += a.r[t] * mu / lam[t]
+		e += c / lam[t]
 	}
 	return e
 }
@@ -128,16 +145,20 @@ func (a *marginalAlgebra) svdBound() float64 {
 	return s * s / a.n
 }
 
-// optimiseLaplaceWeights minimises (Σ_S v_S)²·Σ_T r_T μ_T/λ_T(v) over
-// v ≥ 0 (OPT_M's objective: a weighted union of marginals has column L1
-// norm Σ v_S), from several starts, and returns the best v normalised to
-// Σ v = 1.
-func (a *marginalAlgebra) optimiseLaplaceWeights(sets []uint, deadline time.Time) []float64 {
+// optimiseWeights minimises Δ(v)²·Σ_T coef_T/λ_T(v) over v ≥ 0, where a
+// weighted union of marginals has largest column norm Δ = Σ_S v_S (L1,
+// Laplace: OPT_M's objective) or √Σ_S v_S² (L2, Gaussian), from several
+// starts, and returns the best v normalised to Δ = 1.
+func (a *marginalAlgebra) optimiseWeights(sets []uint, l2 bool, deadline time.Time) []float64 {
 	m := 1 << a.d
 	f := func(v, grad []float64) float64 {
-		sum := 0.0
+		sum := 0.0 // Δ (L1) or Δ² (L2)
 		for _, x := range v {
-			sum += x
+			if l2 {
+				sum += x * x
+			} else {
+				sum += x
+			}
 		}
 		lam := a.lambda(v)
 		e := a.unit(lam)
@@ -147,18 +168,26 @@ func (a *marginalAlgebra) optimiseLaplaceWeights(sets []uint, deadline time.Time
 			}
 			return math.Inf(1)
 		}
-		// ∂e/∂v_S = −2 v_S c_S Σ_{T⊆S} r_T μ_T/λ_T².
+		// ∂e/∂v_S = −2 v_S c_S Σ_{T⊆S} coef_T/λ_T².
 		for s := 0; s < m; s++ {
 			acc := 0.0
 			for t := s; ; t = (t - 1) & s {
-				if a.mu[t] > 0 {
-					acc += a.r[t] * a.mu[t] / (lam[t] * lam[t])
+				if a.coef[t] > 0 {
+					acc += a.coef[t] / (lam[t] * lam[t])
 				}
 				if t == 0 {
 					break
 				}
 			}
-			grad[s] = 2*sum*e - sum*sum*2*v[s]*a.c[s]*acc
+			de := -2 * v[s] * a.c[s] * acc
+			if l2 {
+				grad[s] = 2*v[s]*e + sum*de
+			} else {
+				grad[s] = 2*sum*e + sum*sum*de
+			}
+		}
+		if l2 {
+			return sum * e
 		}
 		return sum * sum * e
 	}
@@ -182,12 +211,19 @@ func (a *marginalAlgebra) optimiseLaplaceWeights(sets []uint, deadline time.Time
 			bestF, best = fv, slices.Clone(v)
 		}
 	}
-	sum := 0.0
+	norm := 0.0
 	for _, x := range best {
-		sum += x
+		if l2 {
+			norm += x * x
+		} else {
+			norm += x
+		}
+	}
+	if l2 {
+		norm = math.Sqrt(norm)
 	}
 	for i := range best {
-		best[i] /= sum
+		best[i] /= norm
 	}
 	return best
 }
@@ -242,7 +278,7 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 		sens, unit, _ := a.gaussMarginal()
 		add("opt-marginals-gauss", sens, unit, t0)
 	} else {
-		v := a.optimiseLaplaceWeights(w.Sets, pl.optimiseDeadline(64, 1))
+		v := a.optimiseWeights(w.Sets, false, pl.optimiseDeadline(64, 1))
 		k := roundWeights(v, gridLaplace)
 		s := 0.0
 		for _, x := range k {

@@ -639,7 +639,7 @@ func TestMarginalsMatchDense(t *testing.T) {
 			t.Fatalf("k=%d marginals: %v vs dense %v", k, got, want)
 		}
 		// Optimised Laplace weights, rounded.
-		v := a.optimiseLaplaceWeights(w.Sets, time.Now().Add(time.Second))
+		v := a.optimiseWeights(w.Sets, false, time.Now().Add(time.Second))
 		kw := roundWeights(v, 97)
 		var sb []*mat.Dense
 		sum := 0.0

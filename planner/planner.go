@@ -22,6 +22,9 @@ const (
 	// Kronecker measures A = A_1 ⊗ … ⊗ A_d and reconstructs the histogram by
 	// least squares, x̂ = A⁺y; every answer is w·x̂.
 	Kronecker
+	// Marginal measures a weighted union of marginals (MarginalStrategy)
+	// and reconstructs the histogram by least squares.
+	Marginal
 )
 
 // Options are the privacy parameters of one batch.
@@ -58,6 +61,8 @@ type Plan struct {
 	Name     string
 	// Factors are the per-column matrices of a Kronecker plan.
 	Factors []*ColumnStrategy
+	// Marginals is a Marginal plan's strategy.
+	Marginals *MarginalStrategy
 	// Scale[q][a] is the integer factor a Direct plan multiplies row (q, a) by
 	// so that its measurement is integer; the answer divides it back out.
 	Scale [][]float64
@@ -76,8 +81,9 @@ type Plan struct {
 	Grid       float64
 	Candidates []Candidate
 
-	forms [][]*pairForms // Kronecker: per query, per aggregate
-	diags [][]float64    // Kronecker: diag((A_jᵀA_j)⁻¹) per factor
+	forms  [][]*pairForms // Kronecker: per query, per aggregate
+	diags  [][]float64    // Kronecker: diag((A_jᵀA_j)⁻¹) per factor
+	mforms []marginalForms
 }
 
 // TotalSquaredError is the expected sum of squared errors over every answer.
@@ -97,7 +103,14 @@ func (p *Plan) Variance(q, a int, group []int) float64 {
 		k := p.Scale[q][a]
 		return p.NoiseVariance / (k * k)
 	}
-	return p.NoiseVariance * p.forms[q][a].at(p, group)
+	if p.Kind == Marginal {
+		v := 0.0
+		for _, mf := range p.mforms {
+			v += mf.forms[q][a].at(p.Workload, mf.diags, group) / mf.lambda
+		}
+		return p.NoiseVariance * v
+	}
+	return p.NoiseVariance * p.forms[q][a].at(p.Workload, p.diags, group)
 }
 
 // Choose picks the least-error strategy for w under opt with a Planner
@@ -205,6 +218,11 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 			}
 		}
 	}
+	// Unions of marginals, when the queries touch different column sets.
+	margs, coef, mchoice := s.marginalCandidates(opt.Noise, pl.optimiseDeadline(64, 1))
+	for _, c := range margs {
+		consider(c.name, c.sens, c.unit)
+	}
 	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
 		switch {
 		case a.TotalSquaredError < b.TotalSquaredError:
@@ -224,6 +242,15 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		best.Kind, best.Scale = Direct, scale
 		pl.storePlan(key, best)
 		return best, nil
+	}
+	for _, c := range margs {
+		if c.name == best.Name {
+			best.Kind = Marginal
+			best.Marginals = &MarginalStrategy{Sets: c.sets, Weights: c.weights, Lambda: c.lambda}
+			best.mforms = s.marginalPlanForms(c, coef, mchoice)
+			pl.storePlan(key, best)
+			return best, nil
+		}
 	}
 	best.Kind = Kronecker
 	c := choice[best.Name]
@@ -726,8 +753,10 @@ func (s *space) pairForms(c []int) [][]*pairForms {
 	return out
 }
 
-func (pf *pairForms) at(p *Plan, group []int) float64 {
-	qu := p.Workload.Queries[pf.q]
+// at evaluates the form for one group, with diags[j] the diagonal of
+// column j's error form.
+func (pf *pairForms) at(w *compile.Workload, diags [][]float64, group []int) float64 {
+	qu := w.Queries[pf.q]
 	agg := qu.Aggregates[pf.a]
 	v := 0.0
 	for t := range agg {
@@ -743,7 +772,7 @@ func (pf *pairForms) at(p *Plan, group []int) float64 {
 				if fu != nil {
 					vu = fu[i]
 				}
-				x *= vt * vu * p.diags[j][i]
+				x *= vt * vu * diags[j][i]
 			}
 			v += x
 		}
