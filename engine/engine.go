@@ -121,12 +121,21 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			return nil, parser.Errorf(parser.CodeDPRefused, "user '%s' has role %s; only analysts run DP queries", user.Name, user.Role)
 		}
 		if st.Kind == parser.KindExplain {
-			r, err := e.explain(ctx, s, t, []*parser.Statement{st})
+			// Consecutive EXPLAINs on one table explain the batch the same
+			// statements would form if run: one plan, one cost. Each
+			// statement gets that batch's explanation as its result.
+			j := i + 1
+			for j < len(parsed) && parsed[j].Kind == parser.KindExplain && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
+				!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
+				j++
+			}
+			r, err := e.explain(ctx, s, t, parsed[i:j])
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, r)
-			i++
+			for ; i < j; i++ {
+				out = append(out, r)
+			}
 			continue
 		}
 		j := i + 1

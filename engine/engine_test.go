@@ -121,6 +121,55 @@ func TestExplainChargesNothing(t *testing.T) {
 	}
 }
 
+// Consecutive EXPLAINs explain the batch they would form: one plan over
+// every statement (here a union of marginals), the same explanation for
+// each, and nothing charged. Running the batch then uses that plan.
+func TestExplainBatch(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	batch := []string{
+		"SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+		"SELECT education, COUNT(*) FROM adult GROUP BY education",
+		"SELECT occupation, sex, COUNT(*) FROM adult GROUP BY occupation, sex",
+	}
+	var explains []string
+	for _, q := range batch {
+		explains = append(explains, "EXPLAIN "+q)
+	}
+	rs, err := f.eng.Answer(context.Background(), s, explains)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(batch) {
+		t.Fatalf("%d results for %d EXPLAINs", len(rs), len(batch))
+	}
+	prop := func(r *Result, k string) string {
+		for _, row := range r.Rows {
+			if row[0] == k {
+				return row[1].(string)
+			}
+		}
+		return ""
+	}
+	strategy := prop(rs[0], "strategy")
+	if !strings.HasPrefix(prop(rs[0], "batch"), "3 statements") || !strings.Contains(strategy, "marginals") {
+		t.Fatalf("batch explanation: %+v", rs[0].Rows)
+	}
+	if prop(rs[2], "strategy") != strategy {
+		t.Fatalf("statements of one batch explained differently")
+	}
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("EXPLAIN charged %d entries", n)
+	}
+	if _, err := f.eng.Answer(context.Background(), s, batch); err != nil {
+		t.Fatal(err)
+	}
+	es := f.entries(t)
+	if len(es) != 1 || !strings.Contains(es[0].Strategy, strategy) {
+		t.Fatalf("ledger after the batch: %+v, want one entry with strategy %s", es, strategy)
+	}
+}
+
 // @dp_max_stderr spends the least ε that meets the target; the answers'
 // empirical standard error is within 10% of it.
 func TestAccuracyTarget(t *testing.T) {

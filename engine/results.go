@@ -414,6 +414,9 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		dom = append(dom, fmt.Sprintf("%s(%d)", c.Name, c.Size()))
 	}
 	add("table", t.Name)
+	if len(sts) > 1 {
+		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
+	}
 	add("columns", strings.Join(dom, " × "))
 	add("cells", fmt.Sprint(w.Cells()))
 	add("noise", string(opt.Noise))
