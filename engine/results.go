@@ -439,6 +439,9 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
+	if obj := plan.Objective(); math.Abs(obj-plan.TotalSquaredError()) > 1e-9*obj {
+		add("objective minimised", fmt.Sprintf("%.6g (each AVG's COUNT weighted by its midpoint², as the AVG's error is)", obj))
+	}
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
 	}

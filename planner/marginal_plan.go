@@ -122,19 +122,20 @@ func projectionOption(n int, upper bool) *colOpt {
 }
 
 // marginalCoefficients returns, for every T, coef_T = Σ_w w·E_T·wᵀ over
-// the workload's answers, and the column choices (projection options) of
+// the workload's answers (and the same with answerWeights' weights, which
+// the weights are optimised for), and the column choices (projection options) of
 // each T. Components outside every support are zero by construction (a
 // column a query does not touch contributes 1ᵀP1·1 = 0) and are set so
 // exactly rather than left to rounding.
-func (s *space) marginalCoefficients(sets []uint) ([]float64, [][]int) {
+func (s *space) marginalCoefficients(sets []uint) (coef, weighted []float64, choice [][]int) {
 	d := len(s.cols)
 	p0, p1 := make([]int, d), make([]int, d)
 	for j, cs := range s.cols {
 		p0[j] = s.addOption(j, projectionOption(cs.n, false))
 		p1[j] = s.addOption(j, projectionOption(cs.n, true))
 	}
-	coef := make([]float64, 1<<d)
-	choice := make([][]int, 1<<d)
+	coef, weighted = make([]float64, 1<<d), make([]float64, 1<<d)
+	choice = make([][]int, 1<<d)
 	for t := range coef {
 		c := make([]int, d)
 		for j := range c {
@@ -151,10 +152,10 @@ func (s *space) marginalCoefficients(sets []uint) ([]float64, [][]int) {
 		if !inside {
 			continue
 		}
-		_, unit := s.kronError(c, catalog.Laplace)
-		coef[t] = math.Max(unit, 0)
+		_, unit, wu := s.kronErrors(c, catalog.Laplace)
+		coef[t], weighted[t] = math.Max(unit, 0), math.Max(wu, 0)
 	}
-	return coef, choice
+	return coef, weighted, choice
 }
 
 // marginalCandidate is one weighting of a union of marginals.
@@ -164,7 +165,9 @@ type marginalCandidate struct {
 	weights []float64
 	lambda  []float64
 	sens    float64
-	unit    float64
+	unit    float64 // Σ_T coef_T/λ_T: the error per unit noise variance
+	// weighted is unit with answerWeights' weights: what Choose minimises.
+	weighted float64
 }
 
 // marginalCandidates plans unions of marginals for a workload whose
@@ -178,14 +181,15 @@ func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) 
 		return nil, nil, nil
 	}
 	sizes := s.w.Sizes()
-	coef, choice := s.marginalCoefficients(sets)
-	a := newMarginalAlgebraCoef(sizes, coef)
+	coef, wcoef, choice := s.marginalCoefficients(sets)
+	a := newMarginalAlgebraCoef(sizes, wcoef)
+	unweighted := newMarginalAlgebraCoef(sizes, coef)
 	l2 := fam == catalog.Gaussian
 	m := 1 << a.d
 	build := func(prefix string, v []float64) (marginalCandidate, bool) {
 		c := marginalCandidate{lambda: a.lambda(v)}
-		c.unit = a.unit(c.lambda)
-		if math.IsInf(c.unit, 0) || math.IsNaN(c.unit) {
+		c.unit, c.weighted = unweighted.unit(c.lambda), a.unit(c.lambda)
+		if math.IsInf(c.unit, 0) || math.IsNaN(c.unit) || math.IsInf(c.weighted, 0) || math.IsNaN(c.weighted) {
 			return c, false
 		}
 		var parts []string

@@ -50,6 +50,10 @@ type Candidate struct {
 	Seconds float64
 	// Gap is, for a certified Gaussian optimum, Unit/(dual lower bound) − 1.
 	Gap float64
+	// Objective is what Choose minimises: TotalSquaredError with each
+	// answer weighted as answerWeights says (equal to it unless the batch
+	// has an AVG).
+	Objective float64
 }
 
 // Plan is a chosen strategy with its noise calibration. Every answer's
@@ -91,6 +95,17 @@ func (p *Plan) TotalSquaredError() float64 {
 	for _, c := range p.Candidates {
 		if c.Name == p.Name {
 			return c.TotalSquaredError
+		}
+	}
+	return math.NaN()
+}
+
+// Objective is the chosen candidate's weighted error, what Choose
+// minimised (see Candidate.Objective).
+func (p *Plan) Objective() float64 {
+	for _, c := range p.Candidates {
+		if c.Name == p.Name {
+			return c.Objective
 		}
 	}
 	return math.NaN()
@@ -146,36 +161,32 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	gauss := opt.Noise == catalog.Gaussian
 	best := &Plan{Workload: w, Options: opt, Grid: 1}
 	bestErr := math.Inf(1)
-	consider := func(name string, sens, unitErr float64) {
-		if math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
+	consider := func(name string, sens, unitErr, weighted float64) {
+		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
 			return
 		}
 		num, den, v := calibrate(opt, sens)
-		total := v * unitErr
-		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total, Unit: sens * sens * unitErr})
-		if total < bestErr {
-			bestErr = total
+		total, obj := v*unitErr, v*weighted
+		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total,
+			Unit: sens * sens * unitErr, Objective: obj})
+		if obj < bestErr {
+			bestErr = obj
 			best.Name, best.Sensitivity, best.NoiseNum, best.NoiseDen, best.NoiseVariance = name, sens, num, den, v
 		}
 	}
 
 	// The workload itself.
-	scale, sens, rows, ok := s.direct(opt.Noise)
+	scale, sens, ok := s.direct(opt.Noise)
 	if ok {
-		unit := 0.0
-		for q := range w.Queries {
-			for a := range w.Queries[q].Aggregates {
-				unit += float64(rows[q]) / (scale[q][a] * scale[q][a])
-			}
-		}
-		consider("workload", sens, unit)
+		unit, weighted := s.directError(scale)
+		consider("workload", sens, unit, weighted)
 	}
 	directName := "workload"
 
 	// Kronecker products of per-column strategies.
 	choice, cur := s.searchKronecker(opt.Noise, func(c []int) {
-		sens, unit := s.kronError(c, opt.Noise)
-		consider(s.kronName(c), sens, unit)
+		sens, unit, weighted := s.kronErrors(c, opt.Noise)
+		consider(s.kronName(c), sens, unit, weighted)
 	})
 	// Optimised per-column strategies, by coordinate descent from the best
 	// enumerated product: column j's error, the others fixed, is
@@ -206,8 +217,8 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 				name := s.kronName(next)
 				if _, seen := choice[name]; !seen {
 					choice[name] = next
-					sens, unit := s.kronError(next, opt.Noise)
-					consider(name, sens, unit)
+					sens, unit, weighted := s.kronErrors(next, opt.Noise)
+					consider(name, sens, unit, weighted)
 				}
 				if v := s.score(next, opt.Noise); v < curScore*(1-1e-12) {
 					cur, curScore, improved = next, v, true
@@ -221,13 +232,13 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	// Unions of marginals, when the queries touch different column sets.
 	margs, coef, mchoice := s.marginalCandidates(opt.Noise, pl.optimiseDeadline(64, 1))
 	for _, c := range margs {
-		consider(c.name, c.sens, c.unit)
+		consider(c.name, c.sens, c.unit, c.weighted)
 	}
 	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
 		switch {
-		case a.TotalSquaredError < b.TotalSquaredError:
+		case a.Objective < b.Objective:
 			return -1
-		case a.TotalSquaredError > b.TotalSquaredError:
+		case a.Objective > b.Objective:
 			return 1
 		}
 		return 0
@@ -311,6 +322,49 @@ type space struct {
 	idx [][][][]int
 	// grouped[q][j] reports whether query q groups by column j.
 	grouped [][]bool
+	// weight[q][a] is aggregate a's weight in the planning objective (see
+	// answerWeights); nil when every weight is 1.
+	weight [][]float64
+}
+
+// answerWeights weights each aggregate's error in the objective the
+// planner minimises. Every aggregate weighs 1, except that an AVG's
+// denominator adds m², m the midpoint of the values the AVG can take
+// (public: the domain's bounds): AVG = S/C has variance ≈ (Var S +
+// avg²·Var C)/C², so without the weight the planner would trade the
+// count's accuracy for the sum's as if the count were reported alone, and
+// AVGs would be needlessly noisy. Reported errors stay unweighted.
+func answerWeights(w *compile.Workload) [][]float64 {
+	var out [][]float64
+	trivial := true
+	for _, q := range w.Queries {
+		ws := make([]float64, len(q.Aggregates))
+		for a := range ws {
+			ws[a] = 1
+		}
+		for _, it := range q.Items {
+			if it.Kind == compile.ItemRatio {
+				m := (it.Lo + it.Hi) / 2
+				if m*m > 0 && !math.IsInf(m, 0) && !math.IsNaN(m) {
+					ws[it.Den] += m * m
+					trivial = false
+				}
+			}
+		}
+		out = append(out, ws)
+	}
+	if trivial {
+		return nil
+	}
+	return out
+}
+
+// wt is aggregate a of query q's weight.
+func (s *space) wt(q, a int) float64 {
+	if s.weight == nil {
+		return 1
+	}
+	return s.weight[q][a]
 }
 
 type columnSpace struct {
@@ -323,7 +377,7 @@ type columnSpace struct {
 }
 
 func newSpace(w *compile.Workload) *space {
-	s := &space{w: w}
+	s := &space{w: w, weight: answerWeights(w)}
 	sizes := w.Sizes()
 	for j := range w.Columns {
 		s.cols = append(s.cols, &columnSpace{n: sizes[j]})
@@ -578,13 +632,20 @@ func (s *space) kronName(c []int) string {
 // Σ_g (agg∘e_g)ᵀ(⊗G_j)(agg∘e_g) factors over columns into bilinear forms
 // (ungrouped columns) and diagonal forms (grouped ones).
 func (s *space) kronError(c []int, fam catalog.NoiseFamily) (float64, float64) {
-	sens := 1.0
+	sens, _, unit := s.kronErrors(c, fam)
+	return sens, unit
+}
+
+// kronErrors is kronError with both the unweighted error (what is
+// reported) and the weighted one (what is minimised; see answerWeights).
+func (s *space) kronErrors(c []int, fam catalog.NoiseFamily) (sens, unit, weighted float64) {
+	sens = 1.0
 	for j, o := range c {
 		sens *= s.cols[j].options[o].sens(fam == catalog.Gaussian)
 	}
-	unit := 0.0
 	for q, qu := range s.w.Queries {
 		for a, agg := range qu.Aggregates {
+			sum := 0.0
 			for t := range agg {
 				for u := range agg {
 					p := agg[t].Coef * agg[u].Coef
@@ -597,12 +658,14 @@ func (s *space) kronError(c []int, fam catalog.NoiseFamily) (float64, float64) {
 							p *= ct.bil[o][x][y]
 						}
 					}
-					unit += p
+					sum += p
 				}
 			}
+			unit += sum
+			weighted += s.wt(q, a) * sum
 		}
 	}
-	return sens, unit
+	return sens, unit, weighted
 }
 
 // effectiveGram is column j's Gram matrix with the other columns' choices
@@ -631,7 +694,7 @@ func (s *space) effectiveGram(j int, c []int, gauss bool) *LowRankGram {
 		for a, agg := range qu.Aggregates {
 			for t := range agg {
 				for u := range agg {
-					p := agg[t].Coef * agg[u].Coef
+					p := s.wt(q, a) * agg[t].Coef * agg[u].Coef
 					for l, o := range c {
 						if l == j {
 							continue
@@ -809,6 +872,10 @@ func fingerprint(w *compile.Workload, opt Options) string {
 			}
 		}
 	}
+	// AVG weights change the objective, so they are part of the shape.
+	for _, ws := range answerWeights(w) {
+		rows = append(rows, append([]float64{-4}, ws...))
+	}
 	names := string(opt.Noise)
 	for _, c := range w.Columns {
 		names += "|" + c.Name
@@ -838,83 +905,217 @@ func integerScale(v []float64) (float64, bool) {
 // is used.
 const maxDenseCells = 1 << 22
 
-// direct computes, for measuring the workload rows themselves, each
-// aggregate's integer scale, the sensitivity, and each query's group count.
-// Within one query the groups partition the cells, so a cell's column norm
-// sums over aggregates and queries only.
-func (s *space) direct(fam catalog.NoiseFamily) (scale [][]float64, sens float64, rows []int, ok bool) {
+// direct chooses, for measuring the workload rows themselves, each
+// aggregate's integer scale k_a, and returns the exact sensitivity of the
+// scaled rows. Within one query the groups partition the cells, so a
+// cell's column norm sums over aggregates and queries only:
+// Δ₁ = max_cell Σ_a k_a|v_a(cell)|, Δ₂² = max_cell Σ_a k_a²v_a(cell)².
+//
+// k_a is a multiple of the least g_a making k_a·v_a integer (so the
+// measurement is exact). Scaling changes how the noise is shared: answer a
+// has variance ∝ Δ(k)²/k_a², so an aggregate with small values (a COUNT
+// beside a SUM of hours) gets a larger k_a. With c_a its weighted number of
+// answers and m_a = max|v_a|, Δ ≈ Σ k_a m_a (L1) is minimised at
+// k_a ∝ (c_a/m_a)^{1/3}, and Δ² ≈ Σ k_a² m_a² (L2) at k_a ∝ c_a^{1/4}/m_a^{1/2};
+// those targets are rounded to multiples of g_a, the exact sensitivity is
+// computed for them, and they are kept only if they beat k = g.
+func (s *space) direct(fam catalog.NoiseFamily) (scale [][]float64, sens float64, ok bool) {
+	w := s.w
+	gauss := fam == catalog.Gaussian
+	base, maxAbs, ok := s.directBase()
+	if !ok {
+		return nil, 0, false
+	}
+	sens = s.directSensitivity(base, gauss)
+	if sens == 0 {
+		return base, 1, true // every row is identically zero; any positive calibration is safe
+	}
+	// Target scales, relative to the smallest, at a resolution of 1/16.
+	target := make([][]float64, len(base))
+	lo := math.Inf(1)
+	for q, qu := range w.Queries {
+		target[q] = make([]float64, len(base[q]))
+		for a := range base[q] {
+			c := float64(qu.Groups(w)) * s.wt(q, a)
+			m := maxAbs[q][a]
+			if m == 0 {
+				continue
+			}
+			t := math.Cbrt(c / m)
+			if gauss {
+				t = math.Sqrt(math.Sqrt(c) / m)
+			}
+			target[q][a] = t
+			lo = math.Min(lo, t/base[q][a])
+		}
+	}
+	mult := make([][]float64, len(base))
+	common := 0.0
+	for q := range base {
+		mult[q] = make([]float64, len(base[q]))
+		for a, g := range base[q] {
+			j := 1.0
+			if target[q][a] > 0 && !math.IsInf(lo, 0) {
+				j = math.Max(1, math.Round(16*target[q][a]/(lo*g)))
+			}
+			mult[q][a] = j
+			common = gcd(common, j)
+		}
+	}
+	// A common factor of the multipliers changes no error: divide it out.
+	tuned := make([][]float64, len(base))
+	changed := false
+	for q := range base {
+		tuned[q] = make([]float64, len(base[q]))
+		for a, g := range base[q] {
+			j := mult[q][a] / common
+			tuned[q][a] = g * j
+			changed = changed || j != 1
+		}
+	}
+	if !changed || !integerScales(tuned) {
+		return base, sens, true
+	}
+	tunedSens := s.directSensitivity(tuned, gauss)
+	_, wb := s.directError(base)
+	_, wt := s.directError(tuned)
+	if tunedSens*tunedSens*wt < sens*sens*wb {
+		return tuned, tunedSens, true
+	}
+	return base, sens, true
+}
+
+// integerScales reports whether every scale is an integer small enough
+// that scaled counts stay exact in float64.
+func integerScales(k [][]float64) bool {
+	for _, r := range k {
+		for _, x := range r {
+			if x != math.Trunc(x) || x > 1<<20 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// directError is the direct strategy's error per unit noise variance,
+// Σ_{q,a} groups_q/k_{q,a}², unweighted and weighted by answerWeights.
+func (s *space) directError(scale [][]float64) (unit, weighted float64) {
+	for q, qu := range s.w.Queries {
+		for a := range qu.Aggregates {
+			e := float64(qu.Groups(s.w)) / (scale[q][a] * scale[q][a])
+			unit += e
+			weighted += s.wt(q, a) * e
+		}
+	}
+	return unit, weighted
+}
+
+// directBase returns each aggregate's least integerising scale and its
+// largest absolute value over the cells. On large domains, where the
+// product domain is not enumerated, the scale of a term is the product of
+// its coefficient's and factors' scales (exact: a product of k_i·f_i
+// integers) and an aggregate's the least common multiple over its terms;
+// the largest value is bounded by the sum over terms of |coef|·Π max|f|.
+func (s *space) directBase() (scale, maxAbs [][]float64, ok bool) {
 	w := s.w
 	sizes := w.Sizes()
-	n := w.Cells()
-	var acc []float64
-	if n <= maxDenseCells {
-		acc = make([]float64, n)
-	}
-	bound := 0.0
+	dense := w.Cells() <= maxDenseCells
 	for _, q := range w.Queries {
-		rows = append(rows, q.Groups(w))
-		var qs []float64
+		var qs, qm []float64
 		for _, agg := range q.Aggregates {
-			if acc != nil {
+			if dense {
 				vals := Dense(agg, sizes)
 				k, good := integerScale(vals)
 				if !good {
-					return nil, 0, nil, false
+					return nil, nil, false
 				}
-				qs = append(qs, k)
-				for i, v := range vals {
-					if fam == catalog.Gaussian {
-						acc[i] += k * k * v * v
-					} else {
-						acc[i] += k * math.Abs(v)
-					}
+				m := 0.0
+				for _, v := range vals {
+					m = math.Max(m, math.Abs(v))
 				}
+				qs, qm = append(qs, k), append(qm, m)
 				continue
 			}
-			// Large domain: scale from the factors, bound from term maxima.
-			k := 1.0
-			m := 0.0
+			k, m := 1.0, 0.0
 			for _, t := range agg {
+				tk, good := integerScale([]float64{t.Coef})
+				if !good {
+					return nil, nil, false
+				}
 				p := math.Abs(t.Coef)
 				for _, f := range t.Factors {
-					if f != nil {
-						fk, good := integerScale(f)
-						if !good {
-							return nil, 0, nil, false
-						}
-						k = math.Max(k, fk)
-						mx := 0.0
-						for _, x := range f {
-							mx = math.Max(mx, math.Abs(x))
-						}
-						p *= mx
+					if f == nil {
+						continue
 					}
+					fk, good := integerScale(f)
+					if !good {
+						return nil, nil, false
+					}
+					tk *= fk
+					mx := 0.0
+					for _, x := range f {
+						mx = math.Max(mx, math.Abs(x))
+					}
+					p *= mx
 				}
+				k = k / gcd(k, tk) * tk
 				m += p
 			}
-			qs = append(qs, k)
-			if fam == catalog.Gaussian {
-				bound += k * k * m * m
-			} else {
-				bound += k * m
+			if k > 1<<20 {
+				return nil, nil, false
+			}
+			qs, qm = append(qs, k), append(qm, m)
+		}
+		scale, maxAbs = append(scale, qs), append(maxAbs, qm)
+	}
+	return scale, maxAbs, true
+}
+
+// directSensitivity is the exact largest column norm of the scaled rows
+// (enumerating the product domain up to maxDenseCells cells; beyond it the
+// safe bound Σ k_a·max|v_a|, or its L2 analogue).
+func (s *space) directSensitivity(scale [][]float64, gauss bool) float64 {
+	w := s.w
+	sizes := w.Sizes()
+	if w.Cells() > maxDenseCells {
+		_, maxAbs, _ := s.directBase()
+		b := 0.0
+		for q := range scale {
+			for a, k := range scale[q] {
+				if gauss {
+					b += k * k * maxAbs[q][a] * maxAbs[q][a]
+				} else {
+					b += k * maxAbs[q][a]
+				}
 			}
 		}
-		scale = append(scale, qs)
-	}
-	if acc != nil {
-		for _, v := range acc {
-			bound = math.Max(bound, v)
+		if gauss {
+			b = math.Sqrt(b)
 		}
-		if fam == catalog.Gaussian {
-			bound = math.Sqrt(bound)
+		return b
+	}
+	acc := make([]float64, w.Cells())
+	for q, qu := range w.Queries {
+		for a, agg := range qu.Aggregates {
+			k := scale[q][a]
+			for i, v := range Dense(agg, sizes) {
+				if gauss {
+					acc[i] += k * k * v * v
+				} else {
+					acc[i] += k * math.Abs(v)
+				}
+			}
 		}
-	} else if fam == catalog.Gaussian {
-		bound = math.Sqrt(bound)
 	}
-	if bound == 0 {
-		bound = 1 // every row is identically zero; any positive calibration is safe
+	b := 0.0
+	for _, v := range acc {
+		b = math.Max(b, v)
 	}
-	return scale, bound, rows, true
+	if gauss {
+		b = math.Sqrt(b)
+	}
+	return b
 }
 
 // Dense expands a structured linear query over the product domain
