@@ -56,10 +56,18 @@ func (e *Engine) protected(schema, table string) bool {
 	return e.cat.Table(table) != nil
 }
 
+// hasColumn reports whether a protected table declares the column; the
+// parser resolves names with it so that an unknown column is 1054 before any
+// refusal, as in MySQL.
+func (e *Engine) hasColumn(table, column string) bool {
+	t := e.cat.Table(table)
+	return t != nil && t.Column(column) != nil
+}
+
 // Intercepts reports whether stmt references a protected table, so that the
 // engine (not the schema-only database) must answer or refuse it.
 func (e *Engine) Intercepts(stmt string) bool {
-	sts, err := parser.Parse(stmt, e.protected)
+	sts, err := parser.ParseWithColumns(stmt, e.protected, e.hasColumn)
 	if err != nil {
 		return true // a refusal about a protected table: the engine reports it
 	}
@@ -77,7 +85,7 @@ func (e *Engine) Intercepts(stmt string) bool {
 func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Result, error) {
 	var parsed []*parser.Statement
 	for _, text := range stmts {
-		sts, err := parser.Parse(text, e.protected)
+		sts, err := parser.ParseWithColumns(text, e.protected, e.hasColumn)
 		if err != nil {
 			return nil, err
 		}

@@ -449,3 +449,40 @@ func TestOrderByLabelSortsByValue(t *testing.T) {
 		t.Fatalf("%v", r.Rows[0])
 	}
 }
+
+// The engine resolves names against the catalog before anything else: an
+// unknown column is MySQL's 1054 in the clause that names it, whatever
+// refusal the rest of the query would get, and charges nothing; a raw read
+// of a declared column stays a 3900 refusal.
+func TestUnknownColumns(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	cases := []struct {
+		sql  string
+		code int
+		msg  string
+	}{
+		{"SELECT nosuchcol FROM adult", parser.CodeBadField, "Unknown column 'nosuchcol' in 'field list'"},
+		{"SELECT adult.nosuchcol FROM demo.adult", parser.CodeBadField, "Unknown column 'adult.nosuchcol' in 'field list'"},
+		{"SELECT * FROM adult WHERE nosuchcol = 1", parser.CodeBadField, "Unknown column 'nosuchcol' in 'where clause'"},
+		{"SELECT COUNT(*) FROM adult WHERE nosuchcol LIKE 'a%'", parser.CodeBadField, "Unknown column 'nosuchcol' in 'where clause'"},
+		{"SELECT age FROM adult GROUP BY nosuchcol", parser.CodeBadField, "Unknown column 'nosuchcol' in 'group statement'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING nosuchcol > 1", parser.CodeBadField, "Unknown column 'nosuchcol' in 'having clause'"},
+		{"SELECT sex FROM adult GROUP BY sex ORDER BY nosuchcol", parser.CodeBadField, "Unknown column 'nosuchcol' in 'order clause'"},
+		{"EXPLAIN SELECT nosuchcol FROM adult", parser.CodeBadField, "Unknown column 'nosuchcol' in 'field list'"},
+		{"SELECT age FROM adult", parser.CodeDPRefused, "raw rows are never returned"},
+		{"SELECT * FROM adult", parser.CodeDPRefused, "SELECT * is refused"},
+	}
+	for _, c := range cases {
+		t.Run(c.sql, func(t *testing.T) {
+			_, err := f.eng.Answer(context.Background(), s, []string{c.sql})
+			refusal(t, err, c.code, c.msg)
+		})
+	}
+	// The whole request fails on the unknown column, before the batch.
+	_, err := f.eng.Answer(context.Background(), s, []string{"SELECT COUNT(*) FROM adult", "SELECT nosuchcol FROM adult"})
+	refusal(t, err, parser.CodeBadField, "Unknown column 'nosuchcol' in 'field list'")
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("refused statements charged %d entries", n)
+	}
+}

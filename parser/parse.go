@@ -16,6 +16,10 @@ import (
 // is lower-cased. Implementations should compare schema case-insensitively.
 type Protected func(schema, table string) bool
 
+// Columns reports whether the protected table (lower-case, as in
+// Query.Table) has a column of that name (lower-case).
+type Columns func(table, column string) bool
+
 // Parse splits sql into statements (a multi-statement request is cut at the
 // semicolons outside quotes and comments) and parses each with the vitess
 // MySQL grammar. Comments and white space around each statement are dropped,
@@ -67,8 +71,9 @@ type Protected func(schema, table string) bool
 // Identifiers are case-insensitive and lower-cased in the IR (Column,
 // GroupBy, Table); Query.Schema keeps the qualifier as written. Columns may
 // be qualified by the table name, its alias, or schema.table; any other
-// qualifier is 1054 (Unknown column). Whether a column exists is not checked
-// here (compile/ does it against the catalog). SelectItem.Alias is the alias
+// qualifier is 1054 (Unknown column). Whether a column exists is checked
+// when the caller passes Columns (ParseWithColumns); Parse leaves that to
+// compile/. SelectItem.Alias is the alias
 // as written, else the name MySQL gives the column: the column name as
 // written without qualifier for a column, else the expression text exactly
 // as the client wrote it (`COUNT( * )` stays "COUNT( * )"). GROUP BY and
@@ -114,19 +119,32 @@ type Protected func(schema, table string) bool
 // table.
 //
 // CodeBadField (1054) for a qualifier that names neither the table nor its
-// alias, or a position (GROUP BY 5) outside the select list, with MySQL's
-// message. CodeParseError (1064) for text that does not parse and names a
+// alias, a column the table does not have (with Columns), or a position
+// (GROUP BY 5) outside the select list, with MySQL's message. As in MySQL,
+// names are resolved before anything else is judged, clause by clause in
+// MySQL's order (select list, WHERE, GROUP BY, HAVING, ORDER BY), so
+// `SELECT nosuch FROM t` is 1054 in 'field list', not a refusal to read
+// rows. GROUP BY, HAVING and ORDER BY may also name select-list items
+// (aliases, or the expression as written). CodeParseError (1064) for text that does not parse and names a
 // protected table.
 //
 // Every message says what to write instead and depends only on the query
 // text, never on the data.
 func Parse(sql string, protected Protected) ([]Statement, error) {
+	return ParseWithColumns(sql, protected, nil)
+}
+
+// ParseWithColumns is Parse that also checks every column a SELECT over a
+// protected table names against columns: an unknown one is 1054 with
+// MySQL's message (`Unknown column 'c' in 'field list'`), before any
+// refusal. A nil columns checks qualifiers only, like Parse.
+func ParseWithColumns(sql string, protected Protected, columns Columns) ([]Statement, error) {
 	if protected == nil {
 		protected = func(string, string) bool { return false }
 	}
 	var out []Statement
 	for _, p := range split(sql) {
-		st, err := parseOne(p, protected)
+		st, err := parseOne(p, protected, columns)
 		if err != nil {
 			return nil, err
 		}
@@ -145,13 +163,13 @@ func vitessParse(text string) (tree sqlparser.Statement, err error) {
 	return sqlparser.Parse(text)
 }
 
-func parseOne(p piece, protected Protected) (Statement, error) {
+func parseOne(p piece, protected Protected, columns Columns) (Statement, error) {
 	if inner, analyze, ok := explainTarget(p); ok {
 		// EXPLAIN [ANALYZE] [FORMAT=...] SELECT ...: the inner select is
 		// parsed on its own, so that vitess (which rejects FORMAT=JSON and
 		// loses the written select expressions under EXPLAIN) sees plain
 		// SELECT text.
-		st, err := parseOne(inner, protected)
+		st, err := parseOne(inner, protected, columns)
 		if err != nil {
 			return Statement{}, err
 		}
@@ -169,7 +187,7 @@ func parseOne(p piece, protected Protected) (Statement, error) {
 	if err != nil {
 		if inner, ok := unwrapParens(p); ok {
 			// vitess rejects a parenthesised top-level SELECT; MySQL does not.
-			st, err2 := parseOne(inner, protected)
+			st, err2 := parseOne(inner, protected, columns)
 			if e, ok := err2.(*Error); err2 == nil || (ok && e.Code != CodeParseError) {
 				st.Text = p.text
 				return st, err2
@@ -180,7 +198,7 @@ func parseOne(p piece, protected Protected) (Statement, error) {
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: protected}
+	c := &classifier{text: p.text, protected: protected, columns: columns}
 	kind, q, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -313,6 +331,7 @@ func syntaxError(p piece, err error) *Error {
 type classifier struct {
 	text      string
 	protected Protected
+	columns   Columns // nil: existence of columns is not checked
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {
@@ -360,7 +379,7 @@ func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query,
 		return KindPassthrough, nil, nil
 	case *sqlparser.Prepare:
 		if !strings.HasPrefix(s.Expr, "@") {
-			sts, err := Parse(s.Expr, c.protected)
+			sts, err := ParseWithColumns(s.Expr, c.protected, c.columns)
 			if err != nil {
 				return 0, nil, err
 			}

@@ -722,3 +722,121 @@ func TestParseArithmeticOverAggregates(t *testing.T) {
 		t.Fatalf("%+v %+v", q.Select[1], e)
 	}
 }
+
+// adultColumns is the column set of "adult" for ParseWithColumns.
+func adultColumns(table, column string) bool {
+	switch column {
+	case "age", "sex", "race", "education", "hours_per_week", "income":
+		return table == "adult"
+	}
+	return false
+}
+
+// An unknown column is 1054 with MySQL's message and clause, before any
+// refusal: names are resolved first, clause by clause in MySQL's order
+// (select list, WHERE, GROUP BY, HAVING, ORDER BY). Names that are
+// select-list items (aliases, expressions as written) are known to GROUP BY,
+// HAVING and ORDER BY, never to the select list or WHERE.
+func TestParseUnknownColumns(t *testing.T) {
+	cases := []struct {
+		sql  string
+		code int    // 0: parses
+		msg  string // the whole message for 1054, else a substring
+	}{
+		// The select list: raw reads of unknown columns are 1054, not 3900.
+		{"SELECT nosuchcol FROM adult", CodeBadField, "Unknown column 'nosuchcol' in 'field list'"},
+		{"SELECT NoSuchCol FROM adult", CodeBadField, "Unknown column 'NoSuchCol' in 'field list'"},
+		{"SELECT adult.nosuch FROM adult", CodeBadField, "Unknown column 'adult.nosuch' in 'field list'"},
+		{"SELECT a.nosuch FROM demo.adult a", CodeBadField, "Unknown column 'a.nosuch' in 'field list'"},
+		{"SELECT demo.adult.nosuch FROM demo.adult", CodeBadField, "Unknown column 'demo.adult.nosuch' in 'field list'"},
+		{"SELECT age, nosuch FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT nosuch FROM adult LIMIT 10", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT nosuch FROM adult LIMIT 0", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT nosuch FROM adult WHERE 1 <> 1", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT COUNT(*), nosuch FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT MIN(nosuch) FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT COUNT(DISTINCT nosuch) FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT nosuch + 1 FROM adult GROUP BY sex", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT DISTINCT nosuch FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT nosuch FROM adult INTO @x", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"SELECT COUNT(*) AS n, n + 1 FROM adult", CodeBadField, "Unknown column 'n' in 'field list'"},
+		{"EXPLAIN SELECT nosuch FROM adult", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		{"(SELECT nosuch FROM adult)", CodeBadField, "Unknown column 'nosuch' in 'field list'"},
+		// WHERE, whatever the predicate's form.
+		{"SELECT * FROM adult WHERE nosuch = 1", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		{"SELECT age FROM adult WHERE nosuch = 1", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		{"SELECT COUNT(*) FROM adult WHERE nosuch LIKE 'a%'", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		{"SELECT COUNT(*) FROM adult WHERE LOWER(nosuch) = 'a'", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		{"SELECT age AS a, COUNT(*) FROM adult WHERE a > 3 GROUP BY age", CodeBadField, "Unknown column 'a' in 'where clause'"},
+		{"SELECT sex FROM adult WHERE nosuch = 1 GROUP BY sex", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		// GROUP BY.
+		{"SELECT age FROM adult GROUP BY nosuch", CodeBadField, "Unknown column 'nosuch' in 'group statement'"},
+		{"SELECT sex, COUNT(*) FROM adult WHERE 1 <> 1 GROUP BY nosuch", CodeBadField, "Unknown column 'nosuch' in 'group statement'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY nosuch DIV 10", CodeBadField, "Unknown column 'nosuch' in 'group statement'"},
+		// HAVING.
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING nosuch > 1", CodeBadField, "Unknown column 'nosuch' in 'having clause'"},
+		{"SELECT sex FROM adult GROUP BY sex HAVING nosuch > 1", CodeBadField, "Unknown column 'nosuch' in 'having clause'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING MAX(nosuch) > 1", CodeBadField, "Unknown column 'nosuch' in 'having clause'"},
+		// ORDER BY.
+		{"SELECT sex FROM adult GROUP BY sex ORDER BY nosuch", CodeBadField, "Unknown column 'nosuch' in 'order clause'"},
+		{"SELECT age FROM adult ORDER BY nosuch", CodeBadField, "Unknown column 'nosuch' in 'order clause'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY LENGTH(nosuch)", CodeBadField, "Unknown column 'nosuch' in 'order clause'"},
+		{"SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY adult.n", CodeBadField, "Unknown column 'adult.n' in 'order clause'"},
+		// MySQL's order between clauses.
+		{"SELECT nosuch1 FROM adult WHERE nosuch2 = 1 GROUP BY nosuch3 HAVING nosuch4 > 1 ORDER BY nosuch5", CodeBadField, "Unknown column 'nosuch1' in 'field list'"},
+		{"SELECT * FROM adult WHERE nosuch2 = 1 GROUP BY nosuch3 HAVING nosuch4 > 1 ORDER BY nosuch5", CodeBadField, "Unknown column 'nosuch2' in 'where clause'"},
+		{"SELECT age FROM adult GROUP BY nosuch3 HAVING nosuch4 > 1 ORDER BY nosuch5", CodeBadField, "Unknown column 'nosuch3' in 'group statement'"},
+		{"SELECT age FROM adult GROUP BY age HAVING nosuch4 > 1 ORDER BY nosuch5", CodeBadField, "Unknown column 'nosuch4' in 'having clause'"},
+		{"SELECT x.age FROM adult WHERE y.age = 1", CodeBadField, "Unknown column 'x.age' in 'field list'"},
+		{"SELECT sex, COUNT(*) FROM adult WHERE nosuch = 1 GROUP BY 3", CodeBadField, "Unknown column 'nosuch' in 'where clause'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY 3 ORDER BY nosuch", CodeBadField, "Unknown column '3' in 'group statement'"},
+		// Known columns keep their refusals.
+		{"SELECT age FROM adult", CodeDPRefused, rowsRefusal},
+		{"SELECT * FROM adult", CodeDPRefused, "SELECT * is refused"},
+		{"SELECT Adult.AGE FROM adult", CodeDPRefused, rowsRefusal},
+		{"SELECT age FROM adult WHERE sex = 'Male' ORDER BY age", CodeDPRefused, rowsRefusal},
+		{"SELECT MIN(age) FROM adult", CodeDPRefused, "MIN is refused"},
+		{"SELECT COUNT(*), age FROM adult", CodeDPRefused, "must appear in GROUP BY"},
+		{"SELECT COUNT(*) FROM adult WHERE sex LIKE 'M%'", CodeNotSupported, "LIKE is not supported"},
+		{"SELECT sex FROM adult GROUP BY sex ORDER BY race", CodeNotSupported, "a domain list is ordered by its selected columns"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING sex = 'Male'", CodeNotSupported, "put conditions on group columns in WHERE"},
+		// Select-list items are names for GROUP BY, HAVING and ORDER BY.
+		{"SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING n > 10 ORDER BY n DESC", 0, ""},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING `COUNT(*)` > 10 ORDER BY `COUNT(*)`", 0, ""},
+		{"SELECT sex AS s, COUNT(*) FROM adult GROUP BY s ORDER BY s", 0, ""},
+		{"SELECT adult.sex, count(*) AS count FROM adult GROUP BY adult.sex ORDER BY count DESC LIMIT 10000", 0, ""},
+		{"SELECT `t`.`sex` AS `sex` FROM `demo`.`adult` `t` GROUP BY `t`.`sex` ORDER BY `t`.`sex` ASC LIMIT 1000", 0, ""},
+		{"SELECT TRUE AS `_` FROM `adult` WHERE 1 <> 1 LIMIT 0", 0, ""},
+		{"SELECT COUNT(*) FROM adult WHERE Age BETWEEN 30 AND 40 AND SEX = 'Male'", 0, ""},
+		{"SELECT COUNT(*) FROM adult WHERE age > @x", CodeNotSupported, "variables in WHERE"},
+	}
+	for _, c := range cases {
+		t.Run(c.sql, func(t *testing.T) {
+			sts, err := ParseWithColumns(c.sql, protectedAdult, adultColumns)
+			if c.code == 0 {
+				if err != nil {
+					t.Fatalf("ParseWithColumns(%q): %v", c.sql, err)
+				}
+				return
+			}
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("ParseWithColumns(%q) = %s, %v; want error %d", c.sql, dump(sts), err, c.code)
+			}
+			if e.Code != c.code || e.SQLState != sqlStateFor(c.code) {
+				t.Errorf("code %d/%s, want %d/%s (%s)", e.Code, e.SQLState, c.code, sqlStateFor(c.code), e.Message)
+			}
+			if c.code == CodeBadField && e.Message != c.msg || !strings.Contains(e.Message, c.msg) {
+				t.Errorf("message %q, want %q", e.Message, c.msg)
+			}
+		})
+	}
+	// Without Columns only qualifiers are checked: Parse leaves existence
+	// to compile/.
+	if sts, err := Parse("SELECT nosuch, COUNT(*) FROM adult GROUP BY nosuch", protectedAdult); err != nil || sts[0].Kind != KindAggregate {
+		t.Errorf("Parse without Columns: %v %s", err, dump(sts))
+	}
+	if _, err := Parse("SELECT nosuch FROM adult WHERE x.age = 1", protectedAdult); err == nil || err.(*Error).Code != CodeBadField {
+		t.Errorf("Parse without Columns, bad qualifier: %v", err)
+	}
+}

@@ -84,6 +84,11 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if ate == nil {
 		return 0, nil, Errorf(CodeDPRefused, "joins and queries over more than one table are not supported when a protected table is involved: dpproxy answers aggregate queries over one protected table, e.g. SELECT a, COUNT(*) FROM %s WHERE ... GROUP BY a", strings.ToLower(prot[0].Name.String()))
 	}
+	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String()}
+	// MySQL resolves names before it judges anything else.
+	if err := b.checkNames(); err != nil {
+		return 0, nil, err
+	}
 	if sel.Into != nil {
 		return 0, nil, Errorf(CodeDPRefused, "SELECT ... INTO is not supported over protected tables; %s", rowsRefusal)
 	}
@@ -96,8 +101,115 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if len(sel.Window) > 0 {
 		return 0, nil, Errorf(CodeNotSupported, "window functions are not supported; %s", selectHelp)
 	}
-	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String()}
 	return b.build()
+}
+
+// checkNames resolves every column reference of the query block in MySQL's
+// order — select list, WHERE, GROUP BY, HAVING, ORDER BY — and returns
+// MySQL's 1054 for the first that names no column: a qualifier that is not
+// the table, or (when the classifier has Columns) a column the table does
+// not have. GROUP BY, HAVING and ORDER BY may also name a select-list item
+// (its alias, or the expression as written), and take positions (GROUP BY
+// 1). Nothing else is judged here, so an unknown column wins over any
+// refusal, as in MySQL.
+func (b *selectBuilder) checkNames() error {
+	sel := b.sel
+	var itemNames []string
+	for _, se := range sel.SelectExprs {
+		if _, ok := se.(*sqlparser.AliasedExpr); ok {
+			itemNames = append(itemNames, b.item(se).Alias)
+		}
+	}
+	isItem := func(name string) bool {
+		for _, n := range itemNames {
+			if strings.EqualFold(n, name) {
+				return true
+			}
+		}
+		return false
+	}
+	// check walks an expression; items says whether an unqualified name
+	// may be a select-list item.
+	check := func(node sqlparser.SQLNode, clause string, items bool) error {
+		return sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+			switch x := n.(type) {
+			case *sqlparser.StarExpr:
+				if !x.TableName.IsEmpty() && !b.qualifierOK(x.TableName) {
+					return false, Errorf(CodeBadField, "Unknown column '%s.*' in '%s'", x.TableName.Name.String(), clause)
+				}
+			case *sqlparser.ColName:
+				if isVariable(x) {
+					return false, nil
+				}
+				if _, err := b.column(x, clause); err != nil {
+					return false, err
+				}
+				name := x.Name.String()
+				if items && x.Qualifier.IsEmpty() && isItem(name) {
+					return false, nil
+				}
+				if b.c.columns != nil && !b.c.columns(strings.ToLower(b.table.Name.String()), strings.ToLower(name)) {
+					return false, Errorf(CodeBadField, "Unknown column '%s' in '%s'", colText(x), clause)
+				}
+				return false, nil
+			case *sqlparser.Subquery:
+				return false, nil // refused elsewhere; its names are its own
+			}
+			return true, nil
+		}, node)
+	}
+	for _, se := range sel.SelectExprs {
+		if err := check(se, "field list", false); err != nil {
+			return err
+		}
+	}
+	if sel.Where != nil && sel.Where.Expr != nil {
+		if err := check(sel.Where.Expr, "where clause", false); err != nil {
+			return err
+		}
+	}
+	positions := func(e sqlparser.Expr, clause string) error {
+		if v, ok := unparen(e).(*sqlparser.SQLVal); ok && v.Type == sqlparser.IntVal {
+			if n, err := strconv.Atoi(string(v.Val)); err != nil || n < 1 || n > len(sel.SelectExprs) {
+				return Errorf(CodeBadField, "Unknown column '%s' in '%s'", v.Val, clause)
+			}
+		}
+		return nil
+	}
+	for _, g := range sel.GroupBy {
+		if err := positions(g, "group statement"); err != nil {
+			return err
+		}
+		if err := check(g, "group statement", true); err != nil {
+			return err
+		}
+	}
+	if sel.Having != nil && sel.Having.Expr != nil {
+		if err := check(sel.Having.Expr, "having clause", true); err != nil {
+			return err
+		}
+	}
+	for _, o := range sel.OrderBy {
+		if err := positions(o.Expr, "order clause"); err != nil {
+			return err
+		}
+		if err := check(o.Expr, "order clause", true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// colText is a column reference as written, with its qualifiers.
+func colText(c *sqlparser.ColName) string {
+	full := c.Name.String()
+	if !c.Qualifier.IsEmpty() {
+		full = c.Qualifier.Name.String() + "." + full
+		if !c.Qualifier.DbQualifier.IsEmpty() {
+			full = c.Qualifier.DbQualifier.String() + "." + full
+		}
+	}
+	return full
 }
 
 func (b *selectBuilder) build() (StatementKind, *Query, error) {
@@ -587,15 +699,10 @@ func (b *selectBuilder) qualifierOK(q sqlparser.TableName) bool {
 
 // column resolves a column reference to its lower-case name.
 func (b *selectBuilder) column(c *sqlparser.ColName, clause string) (string, error) {
-	name := c.Name.String()
 	if !c.Qualifier.IsEmpty() && !b.qualifierOK(c.Qualifier) {
-		full := c.Qualifier.Name.String() + "." + name
-		if !c.Qualifier.DbQualifier.IsEmpty() {
-			full = c.Qualifier.DbQualifier.String() + "." + full
-		}
-		return "", Errorf(CodeBadField, "Unknown column '%s' in '%s'", full, clause)
+		return "", Errorf(CodeBadField, "Unknown column '%s' in '%s'", colText(c), clause)
 	}
-	return strings.ToLower(name), nil
+	return strings.ToLower(c.Name.String()), nil
 }
 
 // byAlias finds the select item whose written alias is name.

@@ -282,6 +282,7 @@ func standardFlow() []flowStep {
 		{Step: "syntax_other", SQL: "SELEC 1"},
 		{Step: "no_table", SQL: "SELECT COUNT(*) FROM nosuch"},
 		{Step: "no_column", SQL: "SELECT COUNT(*) FROM adult WHERE nosuch = 1"},
+		{Step: "no_column_read", SQL: "SELECT nosuchcol FROM adult"},
 		{Step: "set_eps", SQL: "SET @dp_epsilon = 50", Exec: true},
 		{Step: "overspend", SQL: "SELECT COUNT(*) FROM adult WHERE sex = ?", Params: []any{"Female"}},
 		{Step: "reset_eps", SQL: "SET @dp_epsilon = NULL", Exec: true},
@@ -507,6 +508,7 @@ func checkStandardFlow(t *testing.T, cp *clientProxy, rs results, checkState boo
 	wantError(t, rs.get(t, "syntax_other"), 1064, state("42000"), "near 'SELEC 1' at line 1")
 	wantError(t, rs.get(t, "no_table"), 1146, state("42S02"), "Table 'demo.nosuch' doesn't exist")
 	wantError(t, rs.get(t, "no_column"), 1054, state("42S22"), "Unknown column 'nosuch'")
+	wantError(t, rs.get(t, "no_column_read"), 1054, state("42S22"), "Unknown column 'nosuchcol' in 'field list'")
 	wantOK(t, rs.get(t, "set_eps"))
 	wantError(t, rs.get(t, "overspend"), 3901, state("HY000"), "remaining")
 	wantOK(t, rs.get(t, "reset_eps"))
