@@ -188,7 +188,12 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 		c := math.Max(0, math.Round(v))
 		return int64(c), c
 	}
-	return v, v
+	// SUM and AVG are shown to four decimals, as MySQL shows an AVG
+	// (div_precision_increment): digits below the noise mean nothing, and
+	// least squares leaves float dust such as 602076.9999999997.
+	// Post-processing, free.
+	r := math.Round(v*1e4) / 1e4
+	return r, r
 }
 
 // compareLabels orders group labels as MySQL's ORDER BY does: NULL first,
