@@ -113,7 +113,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, r)
+			out = append(out, selectLimit(s, st, r))
 			i++
 			continue
 		case parser.KindDomainList:
@@ -121,7 +121,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, r)
+			out = append(out, selectLimit(s, st, r))
 			i++
 			continue
 		}
@@ -155,10 +155,34 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rs...)
+		if len(rs) != j-i {
+			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), j-i))
+		}
+		for k, r := range rs {
+			out = append(out, selectLimit(s, parsed[i+k], r))
+		}
 		i = j
 	}
 	return out, nil
+}
+
+// selectLimit applies the session's sql_select_limit to the result of a
+// SELECT without a LIMIT of its own, as MySQL does: last, after HAVING and
+// ORDER BY, to the rows sent. An explicit LIMIT wins, even a larger one;
+// EXPLAIN is not limited. Dropping rows of a released answer is
+// post-processing: the charge is unchanged, and the stored answer (for
+// reuse) keeps every row, so r is copied, never modified.
+func selectLimit(s *Session, st *parser.Statement, r *Result) *Result {
+	if s.SelectLimit == nil || st.Kind == parser.KindExplain || st.Query == nil || st.Query.Limit != nil {
+		return r
+	}
+	n, ok := s.SelectLimit()
+	if !ok || uint64(len(r.Rows)) <= n {
+		return r
+	}
+	cp := *r
+	cp.Rows = r.Rows[:n:n]
+	return &cp
 }
 
 func toFloat(v any) (float64, bool) {

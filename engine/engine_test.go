@@ -486,3 +486,81 @@ func TestUnknownColumns(t *testing.T) {
 		t.Fatalf("refused statements charged %d entries", n)
 	}
 }
+
+// sql_select_limit caps the rows of a SELECT without a LIMIT of its own,
+// after HAVING and ORDER BY; an explicit LIMIT wins, EXPLAIN is not capped.
+// It is post-processing: the charge is the same as without it, and the
+// stored answer keeps every row for the next repeat.
+func TestSelectLimit(t *testing.T) {
+	f := newFixture(t)
+	limited := func(n uint64) *Session {
+		s := session("analyst", nil)
+		s.SelectLimit = func() (uint64, bool) { return n, true }
+		return s
+	}
+	cases := []struct {
+		sql   string
+		limit uint64
+		rows  int
+		first any // first value of the first row, when not nil
+	}{
+		{"SELECT education, COUNT(*) FROM adult GROUP BY education", 3, 3, "Preschool"},
+		{"SELECT education, COUNT(*) FROM adult GROUP BY education ORDER BY education DESC", 3, 3, "Some-college"},
+		{"SELECT education, COUNT(*) AS n FROM adult GROUP BY education HAVING n >= 0", 2, 2, nil},
+		{"SELECT education, COUNT(*) FROM adult GROUP BY education LIMIT 5", 3, 5, nil},
+		{"SELECT education, COUNT(*) FROM adult GROUP BY education LIMIT 2", 3, 2, nil},
+		{"SELECT education, COUNT(*) FROM adult GROUP BY education", 100, 16, nil},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex", 0, 0, nil},
+		{"SELECT education FROM adult GROUP BY education", 3, 3, "Preschool"},
+		{"SELECT DISTINCT education FROM adult ORDER BY education", 4, 4, "10th"},
+		{"SELECT education FROM adult GROUP BY education LIMIT 1000", 4, 16, nil},
+		{"SELECT COUNT(*) FROM adult WHERE 1 <> 1", 0, 0, nil},
+		{"SELECT COUNT(*) FROM adult WHERE 1 <> 1", 1, 1, int64(0)},
+		{"SELECT COUNT(*) FROM adult", 1, 1, nil},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/limit=%d", c.sql, c.limit), func(t *testing.T) {
+			r := f.answer(t, limited(c.limit), c.sql)
+			if len(r.Rows) != c.rows {
+				t.Fatalf("%d rows, want %d: %v", len(r.Rows), c.rows, r.Rows)
+			}
+			if c.first != nil && r.Rows[0][0] != c.first {
+				t.Fatalf("first row %v, want %v first", r.Rows[0], c.first)
+			}
+		})
+	}
+
+	// EXPLAIN's rows are not capped.
+	if r := f.answer(t, limited(2), "EXPLAIN SELECT education, COUNT(*) FROM adult GROUP BY education"); len(r.Rows) <= 2 {
+		t.Fatalf("EXPLAIN capped to %d rows", len(r.Rows))
+	}
+
+	// The cap costs nothing and does not change the charge; the repeat
+	// without it is the stored answer, every row, the capped ones first.
+	const q = "SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation ORDER BY n DESC"
+	before := f.entries(t)
+	capped := f.answer(t, limited(3), q)
+	after := f.entries(t)
+	if len(after) != len(before)+1 || after[len(after)-1].Cost.Epsilon != 0.1 {
+		t.Fatalf("capped query: ledger %+v, want one more entry charging the default ε 0.1", after[len(before):])
+	}
+	full := f.answer(t, session("analyst", nil), q)
+	if len(capped.Rows) != 3 || len(full.Rows) != 14 {
+		t.Fatalf("capped %d rows, repeat %d rows; want 3 and 14", len(capped.Rows), len(full.Rows))
+	}
+	for i := range capped.Rows {
+		if fmt.Sprint(capped.Rows[i]) != fmt.Sprint(full.Rows[i]) {
+			t.Fatalf("row %d: capped %v, stored %v", i, capped.Rows[i], full.Rows[i])
+		}
+	}
+	if es := f.entries(t); es[len(es)-1].Kind != budget.KindReuse || es[len(es)-1].Cost.Epsilon != 0 {
+		t.Fatalf("repeat: %+v, want a free reuse", es[len(es)-1])
+	}
+
+	// No limit (the default): every row.
+	s := session("analyst", nil)
+	s.SelectLimit = func() (uint64, bool) { return 0, false }
+	if r := f.answer(t, s, "SELECT education FROM adult GROUP BY education"); len(r.Rows) != 16 {
+		t.Fatalf("default sql_select_limit: %d rows, want 16", len(r.Rows))
+	}
+}

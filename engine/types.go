@@ -32,4 +32,8 @@ type Session struct {
 	// UserVar reads a session user variable set with SET @name = ... (name without '@', lower-case);
 	// ok is false when it was never set. nil means no variables.
 	UserVar func(name string) (value any, ok bool)
+	// SelectLimit reads the session's sql_select_limit: the most rows a
+	// SELECT without a LIMIT of its own returns. ok is false when there is
+	// no such limit (MySQL's default, 18446744073709551615). nil means none.
+	SelectLimit func() (n uint64, ok bool)
 }

@@ -54,6 +54,9 @@ type call struct {
 	epsOK  bool
 	mode   any
 	modeOK bool
+	// limit is the session's sql_select_limit; limitOK false: none.
+	limit   uint64
+	limitOK bool
 }
 
 // fakeBackend stands in for engine.Engine: it intercepts statements reading
@@ -79,6 +82,9 @@ func (f *fakeBackend) Answer(ctx context.Context, s *engine.Session, stmts []str
 	if s.UserVar != nil {
 		c.eps, c.epsOK = s.UserVar("dp_epsilon")
 		c.mode, c.modeOK = s.UserVar("DP_Mode")
+	}
+	if s.SelectLimit != nil {
+		c.limit, c.limitOK = s.SelectLimit()
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
@@ -598,6 +604,61 @@ func TestUserVariables(t *testing.T) {
 	}
 	if calls[0].connID != calls[2].connID {
 		t.Errorf("conn ids %d, %d", calls[0].connID, calls[2].connID)
+	}
+}
+
+// The backend reads the session's sql_select_limit: none at the default
+// (GMS's 2147483647) or at MySQL's default written out
+// (18446744073709551615, which GMS keeps as -1), else the value SET,
+// however spelled.
+func TestSelectLimitReachesBackend(t *testing.T) {
+	h := start(t)
+	conn, err := h.analyst("interpolateParams=false").Conn(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cases := []struct {
+		set   string // "" for none
+		limit uint64
+		ok    bool
+	}{
+		{"", 0, false},
+		{"SET SQL_SELECT_LIMIT=3", 3, true},
+		{"set @@SQL_SELECT_LIMIT=2000", 2000, true},
+		{"SET SESSION sql_select_limit = 0", 0, true},
+		{"SET @@session.sql_select_limit = 18446744073709551615", 0, false},
+		{"SET sql_select_limit = 9223372036854775808", 0, false},
+		{"SET sql_select_limit = 9223372036854775807", 9223372036854775807, true},
+		{"SET SQL_SELECT_LIMIT=DEFAULT", 0, false},
+		{"SET sql_select_limit = 7", 7, true},
+		{"SET sql_select_limit = 2147483647", 0, false},
+	}
+	for _, c := range cases {
+		if c.set != "" {
+			if _, err := conn.ExecContext(ctx(t), c.set); err != nil {
+				t.Fatalf("%s: %v", c.set, err)
+			}
+		}
+		// Text protocol, then a server-side prepared statement.
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{{"SELECT COUNT(*) FROM adult", nil}, {"SELECT COUNT(*) FROM adult WHERE age = ?", []any{50}}} {
+			n := len(h.fb.Calls())
+			rows, err := conn.QueryContext(ctx(t), q.sql, q.args...)
+			if err != nil {
+				t.Fatalf("after %q, %s: %v", c.set, q.sql, err)
+			}
+			rows.Close()
+			calls := h.fb.Calls()
+			if len(calls) != n+1 {
+				t.Fatalf("after %q, %s: %d backend calls", c.set, q.sql, len(calls)-n)
+			}
+			if got := calls[n]; got.limit != c.limit || got.limitOK != c.ok {
+				t.Errorf("after %q, %s: SelectLimit() = %d, %v; want %d, %v", c.set, q.sql, got.limit, got.limitOK, c.limit, c.ok)
+			}
+		}
 	}
 }
 

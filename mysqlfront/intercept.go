@@ -272,7 +272,8 @@ func (i *interceptor) answer(ctx context.Context, c *mysql.Conn, stmts []string)
 // session's user variables (those SET @name = ... stored), normalised:
 // numbers (integers, DECIMAL, DOUBLE) as float64, strings as string, NULL as
 // nil with ok = true, dates and times as "2006-01-02 15:04:05.999999"
-// strings, anything else as its string form.
+// strings, anything else as its string form. SelectLimit reads the
+// session's sql_select_limit (see selectLimit).
 func (i *interceptor) session(ctx context.Context, c *mysql.Conn) *engine.Session {
 	s := &engine.Session{ConnID: c.ConnectionID, User: c.User}
 	sm := i.sm
@@ -283,14 +284,24 @@ func (i *interceptor) session(ctx context.Context, c *mysql.Conn) *engine.Sessio
 		once sync.Once
 		sctx *sql.Context
 	)
-	s.UserVar = func(name string) (any, bool) {
+	gms := func() *sql.Context {
 		once.Do(func() {
 			var err error
 			if sctx, err = sm.NewContextWithQuery(ctx, c, ""); err != nil {
-				i.log.Warn("reading user variables", "conn", c.ConnectionID, "err", err)
+				i.log.Warn("reading session variables", "conn", c.ConnectionID, "err", err)
 				sctx = nil
 			}
 		})
+		return sctx
+	}
+	s.SelectLimit = func() (uint64, bool) {
+		if sctx := gms(); sctx != nil {
+			return selectLimit(sctx)
+		}
+		return 0, false
+	}
+	s.UserVar = func(name string) (any, bool) {
+		sctx := gms()
 		if sctx == nil {
 			return nil, false
 		}
@@ -302,6 +313,38 @@ func (i *interceptor) session(ctx context.Context, c *mysql.Conn) *engine.Sessio
 		return normaliseUserVar(val), true
 	}
 	return s
+}
+
+// selectLimit reads the session's sql_select_limit: ok is false when there
+// is no limit. That is the default (GMS's 2147483647 stands for MySQL's
+// 18446744073709551615), and also a negative value: GMS keeps the variable
+// as a signed 64-bit integer, so MySQL's default written out (SET
+// sql_select_limit = 18446744073709551615), or any value from 2^63 on,
+// reads back negative.
+func selectLimit(sctx *sql.Context) (uint64, bool) {
+	isDefault, v := sql.HasDefaultValue(sctx, sctx.Session, "sql_select_limit")
+	if isDefault {
+		return 0, false
+	}
+	var n int64
+	switch v := v.(type) {
+	case int64:
+		n = v
+	case int32:
+		n = int64(v)
+	case int:
+		n = int64(v)
+	case uint64:
+		return v, true
+	case uint32:
+		return uint64(v), true
+	default:
+		return 0, false
+	}
+	if n < 0 {
+		return 0, false
+	}
+	return uint64(n), true
 }
 
 func normaliseUserVar(v any) any {

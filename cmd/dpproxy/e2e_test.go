@@ -327,3 +327,106 @@ func runCLI(bin, host, port, sql string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// sql_select_limit, as Metabase sets it (`set @@SQL_SELECT_LIMIT=2000`
+// through Connector/J's setMaxRows), caps the rows of intercepted SELECTs
+// without a LIMIT of their own, as MySQL does, text and prepared
+// statements alike; an explicit LIMIT wins. The cap is post-processing: the
+// charge is the table's default ε as without it, and SET
+// SQL_SELECT_LIMIT=DEFAULT brings back every row (the stored answer, free).
+func TestEndToEndSQLSelectLimit(t *testing.T) {
+	p, addr := startProxy(t, "")
+	ctx := context.Background()
+	// Session state belongs to the connection; interpolateParams=false
+	// sends the statements with ? as server-side prepared statements.
+	conn, err := connect(t, addr, "analyst", "analyst", "interpolateParams=false").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	query := func(q string, args ...any) []string { // the first column of each row
+		t.Helper()
+		rows, err := conn.QueryContext(ctx, q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		var out []string
+		for rows.Next() {
+			vals := make([]sql.RawBytes, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(vals[0]))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	const group = "SELECT education, COUNT(*) AS n FROM adult GROUP BY education" // 16 groups
+
+	exec("SET SQL_SELECT_LIMIT=3")
+	before := len(entries(t, p))
+	if rows := query(group); len(rows) != 3 {
+		t.Fatalf("%s under sql_select_limit 3: %d rows, want 3: %v", group, len(rows), rows)
+	}
+	es := entries(t, p)
+	if len(es) != before+1 || es[len(es)-1].Kind != budget.KindCharge || es[len(es)-1].Cost.Epsilon != 0.1 {
+		t.Fatalf("ledger after the capped GROUP BY: %+v, want one charge of the default ε 0.1", es[before:])
+	}
+	cases := []struct {
+		sql   string
+		args  []any
+		rows  int
+		first string // first row's first column, when not ""
+	}{
+		{sql: group + " ORDER BY education DESC", rows: 3, first: "Some-college"},
+		{sql: group + " LIMIT 5", rows: 5},
+		{sql: "SELECT occupation, COUNT(*) FROM adult WHERE age > ? GROUP BY occupation", args: []any{40}, rows: 3},
+		{sql: "SELECT occupation, COUNT(*) FROM adult WHERE age > ? GROUP BY occupation LIMIT 10", args: []any{40}, rows: 10},
+		{sql: "SELECT race FROM adult GROUP BY race", rows: 3, first: "White"},
+		{sql: "SELECT DISTINCT race FROM adult ORDER BY race DESC", rows: 3, first: "White"},
+		{sql: "SELECT `adult`.`race` AS `race` FROM `adult` GROUP BY `adult`.`race` ORDER BY `adult`.`race` ASC LIMIT 1000", rows: 5, first: "Amer-Indian-Eskimo"},
+		{sql: "SELECT COUNT(*) FROM adult WHERE 1 <> 1", rows: 1, first: "0"},
+	}
+	for _, c := range cases {
+		rows := query(c.sql, c.args...)
+		if len(rows) != c.rows || (c.first != "" && rows[0] != c.first) {
+			t.Errorf("%s under sql_select_limit 3: %v, want %d rows starting with %q", c.sql, rows, c.rows, c.first)
+		}
+	}
+
+	// Metabase's spelling, and 0.
+	exec("set @@SQL_SELECT_LIMIT=2")
+	if rows := query("SELECT race FROM adult GROUP BY race"); len(rows) != 2 {
+		t.Errorf("under @@SQL_SELECT_LIMIT=2: %v, want 2 rows", rows)
+	}
+	exec("SET SQL_SELECT_LIMIT=0")
+	if rows := query(group); len(rows) != 0 {
+		t.Errorf("under sql_select_limit 0: %v, want no row", rows)
+	}
+
+	exec("SET SQL_SELECT_LIMIT=DEFAULT")
+	mark := len(entries(t, p))
+	if rows := query(group); len(rows) != 16 {
+		t.Fatalf("%s after SET SQL_SELECT_LIMIT=DEFAULT: %d rows, want 16", group, len(rows))
+	}
+	if es := entries(t, p)[mark:]; len(es) != 1 || es[0].Kind != budget.KindReuse || es[0].Cost.Epsilon != 0 {
+		t.Fatalf("the uncapped repeat: %+v, want one free reuse", es)
+	}
+	if rows := query("SELECT race FROM adult GROUP BY race"); len(rows) != 5 {
+		t.Errorf("after DEFAULT: %v, want 5 races", rows)
+	}
+}
