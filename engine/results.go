@@ -180,8 +180,10 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 	case parser.BarStderr:
 		return sd, sd
 	case parser.BarCILow:
+		lo = round4(lo)
 		return lo, lo
 	case parser.BarCIHigh:
+		hi = round4(hi)
 		return hi, hi
 	}
 	if isCount {
@@ -191,10 +193,12 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 	// SUM and AVG are shown to four decimals, as MySQL shows an AVG
 	// (div_precision_increment): digits below the noise mean nothing, and
 	// least squares leaves float dust such as 602076.9999999997.
-	// Post-processing, free.
-	r := math.Round(v*1e4) / 1e4
+	// Post-processing, free. Interval bounds likewise.
+	r := round4(v)
 	return r, r
 }
+
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // compareLabels orders group labels as MySQL's ORDER BY does: NULL first,
 // numbers numerically, strings case-insensitively (the default collation).
