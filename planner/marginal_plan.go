@@ -234,10 +234,7 @@ func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) 
 		out = append(out, c)
 	}
 	v := a.optimiseWeights(sets, l2, deadline)
-	k := roundColumn(v, gridLaplace, false, -1)
-	if l2 {
-		k = roundColumn(v, gridGauss, true, -1)
-	}
+	k := roundMarginalWeights(a, v, l2)
 	if c, ok := build("opt-marginals", k); ok {
 		// A common factor of the weights changes nothing (Δ and √λ scale
 		// together): divide it out so the weights read small.
@@ -254,9 +251,45 @@ func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) 
 			}
 			c, _ = build("opt-marginals", k)
 		}
-		out = append(out, c)
+		if !slices.Equal(k, eq) { // the optimum may be the equal weighting itself
+			out = append(out, c)
+		}
 	}
 	return out, coef, choice
+}
+
+// roundMarginalWeights rounds optimised weights (Δ(v) = 1) to integers on
+// the coarsest grid whose objective is within 0.1% of the finest grid's:
+// the objective is flat near its optimum, and small weights read better
+// in a strategy's name and the ledger.
+func roundMarginalWeights(a *marginalAlgebra, v []float64, l2 bool) []float64 {
+	finest := float64(gridLaplace)
+	if l2 {
+		finest = gridGauss
+	}
+	objective := func(k []float64) float64 {
+		d := 0.0
+		for _, x := range k {
+			if l2 {
+				d += x * x
+			} else {
+				d += x
+			}
+		}
+		if !l2 {
+			d *= d
+		}
+		return d * a.unit(a.lambda(k))
+	}
+	best := roundColumn(v, finest, l2, -1)
+	target := objective(best) * (1 + 1e-3)
+	for res := 4.0; res < finest; res *= 2 {
+		k := roundColumn(v, res, l2, -1)
+		if objective(k) <= target {
+			return k
+		}
+	}
+	return best
 }
 
 func gcd(a, b float64) float64 {

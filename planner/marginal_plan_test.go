@@ -78,8 +78,8 @@ func TestMarginalPlanMatchesDense(t *testing.T) {
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
 		s := newSpace(w)
 		cands, coef, choice := s.marginalCandidates(fam, time.Now().Add(time.Second))
-		if len(cands) != 2 {
-			t.Fatalf("%s: %d marginal candidates, want 2", fam, len(cands))
+		if len(cands) == 0 {
+			t.Fatalf("%s: no marginal candidate", fam)
 		}
 		for _, c := range cands {
 			A := denseMarginals(w.Sizes(), c.sets, c.weights)
