@@ -29,8 +29,9 @@
 // # Limits and signed heads
 //
 // The limits a charge is checked against are the caller's (the catalog's).
-// [Ledger.RecordLimits] puts their changes on the same chain, as zero-cost
-// KindLimits entries naming the new and the previous value, so that the
+// [Ledger.RecordLimits] puts each scope's first value and every change on
+// the same chain, as zero-cost KindLimits entries naming the new and the
+// previous value (equal for a first value), so that the
 // history of the limits is in the ledger with the charges made under them
 // ([ParseLimitEntry] reads them back). [Ledger.AppendSignedHead] keeps
 // Ed25519-signed heads in a separate file, one per line; [ReadSignedHeads],

@@ -15,7 +15,8 @@ import (
 const MechanismLimit = "limit"
 
 // LimitChange is one catalog limit that changed: the limit now in force and
-// the one it replaces. In a KindLimits entry a rule's User "" in a
+// the one it replaces (equal to it when the entry records a scope's first
+// value; see Initial). In a KindLimits entry a rule's User "" in a
 // ScopeUserTable limit means every user on the table, each separately (the
 // catalog's per_user budget); in a ScopeUser limit, every user across all
 // tables.
@@ -23,6 +24,9 @@ type LimitChange struct {
 	Limit    Limit
 	Previous Limit
 }
+
+// Initial reports whether the change records a scope's first value.
+func (c LimitChange) Initial() bool { return sameLimit(c.Limit, c.Previous) }
 
 // limitKey identifies a limit's scope in the ledger's history of limits.
 type limitKey struct{ scope, user, table string }
@@ -40,8 +44,10 @@ func sameLimit(a, b Limit) bool {
 // each limit in limits that differs (in ε or δ) from its scope's previous
 // limit: the one the ledger last recorded for that scope, or else the one
 // in base (the limits the caller enforced until now). A limit with no
-// previous value in either is the scope's first and is not recorded (the
-// catalog holds it; the first change records it as Previous). Since the
+// previous value in either is the scope's first: it is recorded too, with
+// Previous equal to it, so that the ledger alone holds every limit that
+// was ever in force and an auditor needs no catalog to check spending.
+// Since the
 // previous value is read from the ledger inside the transaction, processes
 // sharing a ledger that apply the same change record it once.
 //
@@ -71,7 +77,9 @@ func (l *Ledger) RecordLimits(ctx context.Context, limits, base []Limit) ([]Limi
 		}
 		for _, lim := range limits {
 			p, ok := prev[keyOf(lim)]
-			if !ok || sameLimit(p, lim) {
+			if !ok {
+				p = lim // the scope's first value
+			} else if sameLimit(p, lim) {
 				continue
 			}
 			c := Charge{User: lim.User, Mechanism: MechanismLimit, Strategy: limitStrategy(lim, p)}

@@ -22,8 +22,9 @@ func TestRecordLimits(t *testing.T) {
 	}
 	base := []Limit{tableLimit("t", 10), perUser("t", 1, 0)}
 
-	// First values (no base, nothing recorded) are not changes.
-	if got, err := l.RecordLimits(ctx, base, nil); err != nil || len(got) != 0 {
+	// First values (no base, nothing recorded) are recorded as such, so
+	// the ledger alone holds every limit ever in force.
+	if got, err := l.RecordLimits(ctx, base, nil); err != nil || len(got) != 2 || !got[0].Initial() || !got[1].Initial() {
 		t.Fatalf("first values: %+v %v", got, err)
 	}
 	// Unchanged against base: nothing.
@@ -36,17 +37,18 @@ func TestRecordLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []LimitChange{{Limit: next[0], Previous: base[0]}, {Limit: next[1], Previous: base[1]}}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	want := []LimitChange{{Limit: next[0], Previous: base[0]}, {Limit: next[1], Previous: base[1]}, {Limit: next[2], Previous: next[2]}}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[0].Initial() || !got[2].Initial() {
 		t.Fatalf("changes %+v, want %+v", got, want)
 	}
 	es, err := l.Entries(ctx, Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 3 {
-		t.Fatalf("%d entries, want 3", len(es))
+	if len(es) != 6 {
+		t.Fatalf("%d entries, want 6", len(es))
 	}
+	es = append(es[:1], es[3:]...) // the charge, then this call's entries
 	for i, e := range es[1:] {
 		ch, ok := ParseLimitEntry(e)
 		if !ok || ch != want[i] || e.Kind != KindLimits || !e.Cost.IsZero() || e.Mechanism != MechanismLimit {
@@ -69,11 +71,11 @@ func TestRecordLimits(t *testing.T) {
 		t.Fatalf("later change: %+v %v", got, err)
 	}
 	rec, err := l.RecordedLimits(ctx)
-	if err != nil || len(rec) != 2 {
+	if err != nil || len(rec) != 3 {
 		t.Fatalf("RecordedLimits: %+v %v", rec, err)
 	}
 	for _, r := range rec {
-		if r.Scope == ScopeTable && r.Epsilon != 8 || r.Scope == ScopeUserTable && r.Delta != 1e-6 {
+		if r.Scope == ScopeTable && r.Table == "t" && r.Epsilon != 8 || r.Scope == ScopeUserTable && r.Delta != 1e-6 {
 			t.Fatalf("RecordedLimits: %+v", rec)
 		}
 	}
@@ -96,8 +98,8 @@ func TestRecordLimits(t *testing.T) {
 			t.Errorf("RecordLimits(%+v): no error", bad)
 		}
 	}
-	if n := count(t, l); n != 4 {
-		t.Fatalf("%d entries, want 4", n)
+	if n := count(t, l); n != 7 {
+		t.Fatalf("%d entries, want 7", n)
 	}
 }
 

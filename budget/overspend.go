@@ -28,11 +28,14 @@ func (e *OverspendError) Error() string {
 
 // CheckSpending replays entries in order and returns an *OverspendError
 // for the first charge that took any scope past the limit then in force.
-// current are the limits the catalog sets now, as rules (User "" in a
-// user_table or user scope means every user). A scope's limit before its
-// first recorded change is that change's previous value; a scope never
-// changed has had its current limit throughout. Reuse entries cost
-// nothing; limits entries change the limit in force from their position on.
+// The limits in force come from the entries: a scope's limit before its
+// first KindLimits entry is that entry's previous value (its own value
+// when the entry records the scope's first value, as RecordLimits does
+// when a proxy first starts on a ledger), and each entry changes it from
+// its position on. current, the limits the catalog sets now (as rules:
+// User "" in a user_table or user scope means every user), is used only
+// for a scope no entry mentions (a ledger written before first values
+// were recorded). Reuse entries cost nothing.
 func CheckSpending(entries []Entry, current []Limit) error {
 	type key struct{ scope, user, table string }
 	inForce := map[key]Limit{}

@@ -77,8 +77,8 @@ type ReloadResult struct {
 
 // SyncLimits records, at start-up, the limits of the catalog in force that
 // differ from those the ledger last recorded for the same scopes (a catalog
-// edited while no proxy ran). Scopes the ledger has no record of are not
-// recorded (see budget.RecordLimits).
+// edited while no proxy ran), and the first value of every scope the
+// ledger has no record of (see budget.RecordLimits).
 func (l *Live) SyncLimits(ctx context.Context) ([]budget.LimitChange, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
