@@ -26,8 +26,10 @@ func realLedger(t *testing.T) string {
 		}
 	}
 	db.Close()
-	if got := len(entries(t, p)); got != 6 {
-		t.Fatalf("%d entries, want 6", got)
+	// The proxy recorded the demo's two limits at start-up (entries 1-2);
+	// the six batches are entries 3-8.
+	if got := len(entries(t, p)); got != 8 {
+		t.Fatalf("%d entries, want 8", got)
 	}
 	p.Close()
 	return filepath.Dir(p.ledger.Path())
@@ -53,7 +55,7 @@ func sqliteExec(t *testing.T, path string, stmts ...string) {
 func TestAuditVerifyTamperedLedgerCLI(t *testing.T) {
 	src := realLedger(t)
 	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", src)
-	if code != 0 || !strings.Contains(out, "ledger OK: 6 entries") {
+	if code != 0 || !strings.Contains(out, "ledger OK: 8 entries") {
 		t.Fatalf("untouched ledger: exit %d\n%s%s", code, out, errOut)
 	}
 	swap := func(a, b int) []string {
@@ -78,7 +80,7 @@ func TestAuditVerifyTamperedLedgerCLI(t *testing.T) {
 		{"swap two entries", swap(2, 4),
 			"ledger verification FAILED at entry 2: prev_hash does not match"},
 		{"truncate the tail", []string{"DELETE FROM entries WHERE seq >= 4"},
-			"ledger verification FAILED at entry 4: ledger truncated: the head records 6 entries but only 3 are stored"},
+			"ledger verification FAILED at entry 4: ledger truncated: the head records 8 entries but only 3 are stored"},
 		{"truncate the tail and fix the head", []string{"DELETE FROM entries WHERE seq >= 5", "UPDATE head SET seq = 4, hash = (SELECT hash FROM entries WHERE seq = 4)"},
 			"ledger verification FAILED: spent aggregate for"},
 	}
@@ -137,7 +139,7 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = dpproxyCmd("audit", "sign", "--data-dir", dir, "--config", cfg)
-	if code != 0 || !strings.Contains(out, "dpproxy-ledger-head/v1 seq=6 hash=") {
+	if code != 0 || !strings.Contains(out, "dpproxy-ledger-head/v1 seq=8 hash=") {
 		t.Fatalf("sign: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--config", cfg)
@@ -157,8 +159,8 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	// A consistent rollback (tail removed, head and aggregate rewritten)
 	// passes the chain check but not the signed head.
 	path := filepath.Join(dir, "ledger.sqlite")
-	sqliteExec(t, path, "DELETE FROM entries WHERE seq = 6",
-		"UPDATE head SET seq = 5, hash = (SELECT hash FROM entries WHERE seq = 5)")
+	sqliteExec(t, path, "DELETE FROM entries WHERE seq = 8",
+		"UPDATE head SET seq = 7, hash = (SELECT hash FROM entries WHERE seq = 7)")
 	l, err := budget.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -175,14 +177,17 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	}
 	sqliteExec(t, path, fix...)
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--public-key", pub)
-	if code != 3 || !strings.Contains(out, "ledger OK: 5 entries") || !strings.Contains(errOut, "FAILED at entry 6: a signed head records 6 entries") {
+	if code != 3 || !strings.Contains(out, "ledger OK: 7 entries") || !strings.Contains(errOut, "FAILED at entry 8: a signed head records 8 entries") {
 		t.Fatalf("verify a rolled-back ledger: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
-// `audit verify` replays the charges against the limits: six charges of
-// ε = 0.1 fit the demo's per-user ε = 20, but not a catalog whose per-user
-// limit is 0.35 (and that never recorded a change): entry 4 overspends.
+// `audit verify` replays the charges against the limits the ledger itself
+// records. The demo ledger recorded its limits (per-user ε = 20) at
+// start-up, so a catalog claiming a per-user limit of 0.35 changes nothing:
+// the ledger, not the catalog, says what was in force. A ledger whose
+// recorded limit is 0.35 and whose writer ignored it (six charges of 0.1
+// appended without limits) fails at the charge that crossed it.
 func TestAuditVerifyFindsOverspending(t *testing.T) {
 	src := realLedger(t)
 	cat := filepath.Join(src, "tight.yaml")
@@ -191,8 +196,33 @@ func TestAuditVerifyFindsOverspending(t *testing.T) {
 	if err := os.WriteFile(cat, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", src, "--config", cat)
-	if code != 3 || !strings.Contains(errOut, "entry 4 overspends user analyst on table adult") {
+	if code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", src, "--config", cat); code != 0 {
+		t.Fatalf("the ledger's recorded limits should win over the catalog: exit %d\n%s%s", code, out, errOut)
+	}
+
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := budget.Open(ctx, filepath.Join(dir, "ledger.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := []budget.Limit{
+		{Scope: budget.ScopeTable, Table: "adult", Epsilon: 10},
+		{Scope: budget.ScopeUserTable, Table: "adult", Epsilon: 0.35},
+	}
+	if _, err := l.RecordLimits(ctx, limits, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		c := budget.Charge{User: "analyst", Tables: []string{"adult"}, Mechanism: "laplace", Strategy: "workload",
+			Cost: budget.Cost{Epsilon: 0.1}, QueryDigest: fmt.Sprintf("%064x", i)}
+		if _, err := l.Charge(ctx, c, nil); err != nil { // a writer that enforced nothing
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", dir)
+	if code != 3 || !strings.Contains(errOut, "entry 6 overspends user analyst on table adult") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }

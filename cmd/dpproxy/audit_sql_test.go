@@ -44,8 +44,8 @@ func TestAuditorSQL(t *testing.T) {
 		}
 	}
 	want := entries(t, p)
-	if len(want) != 5 {
-		t.Fatalf("%d entries, want 5", len(want))
+	if len(want) != 7 { // the two limits recorded at start-up, then five charges
+		t.Fatalf("%d entries, want 7", len(want))
 	}
 
 	// WHERE, ORDER BY, LIMIT over dp_ledger.
@@ -87,7 +87,7 @@ func TestAuditorSQL(t *testing.T) {
 	}
 	var count int64
 	var sum float64
-	if err := auditor.QueryRow("SELECT COUNT(*), SUM(epsilon) FROM dpproxy.dp_ledger").Scan(&count, &sum); err != nil || count != 5 || !approxEq(sum, 0.5) {
+	if err := auditor.QueryRow("SELECT COUNT(*), SUM(epsilon) FROM dpproxy.dp_ledger").Scan(&count, &sum); err != nil || count != 7 || !approxEq(sum, 0.5) {
 		t.Fatalf("COUNT, SUM over dp_ledger: %d %g %v", count, sum, err)
 	}
 
@@ -165,8 +165,8 @@ func TestAuditorSQL(t *testing.T) {
 	if mysqlCode(err) != 3900 || !strings.Contains(err.Error(), "auditor") {
 		t.Fatalf("auditor DP query: %v, want 3900", err)
 	}
-	if got := len(entries(t, p)); got != 5 {
-		t.Fatalf("ledger has %d entries after the auditor's query, want 5", got)
+	if got := len(entries(t, p)); got != 7 {
+		t.Fatalf("ledger has %d entries after the auditor's query, want 7", got)
 	}
 	if err := p.ledger.Verify(context.Background()); err != nil {
 		t.Fatal(err)

@@ -156,7 +156,7 @@ func TestRace64ConnectionsTwoProcesses(t *testing.T) {
 	if code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", dir, "--config", cfg); code != 0 {
 		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
 	}
-	if got := len(ledgerEntries(t, dir)); got != 10*raceReps {
+	if got := len(charges(ledgerEntries(t, dir))); got != 10*raceReps {
 		t.Fatalf("ledger has %d entries, want %d", got, 10*raceReps)
 	}
 }

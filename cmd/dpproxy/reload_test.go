@@ -31,10 +31,12 @@ users:
 %s`, src, total, perUser, extra)
 }
 
+// limitEntries are the recorded limit changes, without the first values
+// every scope gets at start-up (see initialLimits).
 func limitEntries(es []budget.Entry) []budget.LimitChange {
 	var out []budget.LimitChange
 	for _, e := range es {
-		if ch, ok := budget.ParseLimitEntry(e); ok {
+		if ch, ok := budget.ParseLimitEntry(e); ok && !ch.Initial() {
 			out = append(out, ch)
 		}
 	}
@@ -103,8 +105,18 @@ func TestReloadRecordsLimits(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("limit entries %+v, want %+v", got, want)
 	}
-	if es := entries(t, p); len(es) != 5 || es[3].Kind != budget.KindLimits || es[4].Kind != budget.KindLimits {
+	// Entries: the first values recorded at start-up, three charges, the two changes.
+	if es := entries(t, p); len(es) != 7 || es[5].Kind != budget.KindLimits || es[6].Kind != budget.KindLimits {
 		t.Fatalf("ledger: %+v", es)
+	}
+	var first []budget.LimitChange
+	for _, e := range entries(t, p)[:2] {
+		if ch, ok := budget.ParseLimitEntry(e); ok && ch.Initial() {
+			first = append(first, ch)
+		}
+	}
+	if len(first) != 2 || first[0].Limit.Epsilon != 10 || first[1].Limit.Epsilon != 0.3 {
+		t.Fatalf("first values recorded at start-up: %+v", first)
 	}
 	// The engine uses the new limit: two more batches, then 3901.
 	for range 2 {
@@ -124,7 +136,7 @@ func TestReloadRecordsLimits(t *testing.T) {
 		t.Fatalf("my_budget: %g %g %v", limit, remaining, err)
 	}
 	var n int
-	if err := auditor.QueryRow("SELECT COUNT(*) FROM dpproxy.dp_ledger WHERE kind = 'limits' AND strategy LIKE '%previous_epsilon=0.3%'").Scan(&n); err != nil || n != 1 {
+	if err := auditor.QueryRow("SELECT COUNT(*) FROM dpproxy.dp_ledger WHERE kind = 'limits' AND strategy LIKE '% epsilon=0.5 %previous_epsilon=0.3%'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("dp_ledger limits rows: %d %v", n, err)
 	}
 
@@ -140,7 +152,7 @@ func TestReloadRecordsLimits(t *testing.T) {
 	if res, err := p.live.Reload(ctx, changed); err != nil || len(res.Changes) != 0 || len(res.Ignored) != 1 || !strings.Contains(res.Ignored[0], "people") {
 		t.Fatalf("reload with a column change: %+v %v", res, err)
 	}
-	if code, out, errOut := dpproxyCmd("audit", "list", "--kind", "limits", "--data-dir", dir, "--config", cf.config); code != 0 || strings.Count(out, "limits") != 2 {
+	if code, out, errOut := dpproxyCmd("audit", "list", "--kind", "limits", "--data-dir", dir, "--config", cf.config); code != 0 || strings.Count(out, "limits") != 4 {
 		t.Fatalf("audit list --kind limits: exit %d\n%s%s", code, out, errOut)
 	}
 
@@ -235,7 +247,7 @@ func TestReloadCommandSIGHUP(t *testing.T) {
 		t.Fatalf("reload without a proxy: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", dir, "--config", cfg)
-	if code != 0 || !strings.Contains(out, "ledger OK: 5 entries") || !strings.Contains(out, "signed heads OK: 1 checked") || !strings.Contains(out, "seq=5 hash=") {
+	if code != 0 || !strings.Contains(out, "ledger OK: 7 entries") || !strings.Contains(out, "signed heads OK: 1 checked") || !strings.Contains(out, "seq=7 hash=") {
 		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
 	}
 }
