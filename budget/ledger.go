@@ -100,6 +100,12 @@ type SpentRow struct {
 // entries) plus c.Cost converted with EpsilonFor at the limit's Delta, and
 // compared with the limit (with a relative slack of 1e-9, see relTol).
 //
+// Each limit is also checked at the value the ledger last recorded for its
+// scope (see RecordLimits), when that differs: processes sharing a ledger
+// may not all have reloaded a changed catalog yet, and the stricter of the
+// two keeps every charge within what the ledger says was in force, which
+// is what audit verify checks.
+//
 // If a limit would be exceeded nothing is appended and the error is an
 // *ExceededError. Every limit must concern the charge (its user and/or one
 // of its tables); a limit that does not is a caller error. With no limits
@@ -131,7 +137,11 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 		if err != nil {
 			return err
 		}
-		if err := checkLimits(c, limits, cur); err != nil {
+		recorded, err := recordedFor(ctx, tx, limits)
+		if err != nil {
+			return err
+		}
+		if err := checkLimits(c, append(slices.Clone(limits), recorded...), cur); err != nil {
 			return err
 		}
 		e, err := l.appendEntry(ctx, tx, KindCharge, c)
@@ -420,6 +430,32 @@ func checkLimits(c Charge, limits []Limit, cur map[scope]Cost) error {
 		}
 	}
 	return nil
+}
+
+// recordedFor returns, for each limit, the value the ledger last recorded
+// for its scope (by the exact scope, or by the catalog rule with User ""
+// that covers it) when that differs from the limit: the extra limits a
+// charge must also meet.
+func recordedFor(ctx context.Context, tx *sql.Tx, limits []Limit) ([]Limit, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	rec, err := recordedLimits(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Limit
+	for _, lim := range limits {
+		r, ok := rec[keyOf(lim)]
+		if !ok && lim.User != "" {
+			r, ok = rec[limitKey{lim.Scope, "", lim.Table}]
+		}
+		if ok && !sameLimit(r, lim) {
+			r.Scope, r.User, r.Table = lim.Scope, lim.User, lim.Table
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // checkLimit rejects malformed limits and limits that do not concern c.

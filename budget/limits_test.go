@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 )
@@ -157,4 +158,53 @@ func TestParseLimitEntryRejects(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// A process that has not reloaded a lowered budget yet still cannot spend
+// past it: a charge is checked at the caller's limit and at the one the
+// ledger last recorded for the scope, whichever is stricter, so audit
+// verify's replay never finds an overspend.
+func TestChargeMeetsTheRecordedLimit(t *testing.T) {
+	ctx := context.Background()
+	a, path := openTest(t)
+	b, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	stale := []Limit{tableLimit("t", 10), perUser("t", 1, 0)}
+	if _, err := a.RecordLimits(ctx, stale, nil); err != nil {
+		t.Fatal(err)
+	}
+	// a reloads: the per-user budget drops to 0.25 (a rule for every user).
+	if got, err := a.RecordLimits(ctx, []Limit{tableLimit("t", 10), perUser("t", 0.25, 0)}, stale); err != nil || len(got) != 1 {
+		t.Fatalf("reload: %+v %v", got, err)
+	}
+	// b still enforces its stale catalog (per-user 1, as a concrete user limit).
+	bLimits := []Limit{tableLimit("t", 10), userTable("ann", "t", 1)}
+	for i := range 2 {
+		if _, err := b.Charge(ctx, lapCharge("ann", 0.1, "t"), bLimits); err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+	}
+	_, err = b.Charge(ctx, lapCharge("ann", 0.1, "t"), bLimits)
+	var ex *ExceededError
+	if !errors.As(err, &ex) || ex.Limit.Epsilon != 0.25 || ex.Limit.User != "ann" {
+		t.Fatalf("third charge: %v, want the recorded 0.25 exceeded", err)
+	}
+	// A raised recorded limit does not loosen a stricter caller.
+	if got, err := a.RecordLimits(ctx, []Limit{tableLimit("t", 10), perUser("t", 5, 0)}, nil); err != nil || len(got) != 1 {
+		t.Fatalf("raise: %+v %v", got, err)
+	}
+	if _, err := b.Charge(ctx, lapCharge("ann", 0.9, "t"), bLimits); !errors.As(err, &ex) || ex.Limit.Epsilon != 1 {
+		t.Fatalf("charge past the caller's limit: %v", err)
+	}
+	es, err := a.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSpending(es, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, a)
 }

@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS entries (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS entries_user ON entries (user_name, seq);
 CREATE INDEX IF NOT EXISTS entries_time ON entries (time);
+CREATE INDEX IF NOT EXISTS entries_kind ON entries (kind, seq);
 CREATE TABLE IF NOT EXISTS spent (
 	user_name  TEXT NOT NULL,
 	table_name TEXT NOT NULL,
