@@ -329,3 +329,18 @@ func TestHalfWidth95CoversDirectLaplace(t *testing.T) {
 		t.Fatalf("coverage %.4f, want ≥ 0.95", rate)
 	}
 }
+
+// A marginal plan whose calibrated sensitivity is below its weights' column
+// norm is refused before any noise is drawn.
+func TestMarginalRefusesUndercalibratedPlan(t *testing.T) {
+	w := workload(t, oneWayGroups...)
+	p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+	if err != nil || p.Kind != planner.Marginal {
+		t.Fatalf("plan %v %v", p, err)
+	}
+	bad := *p
+	bad.Sensitivity = p.Sensitivity / 2
+	if _, err := Measure(&bad, histogram(w.Cells()), noise.NewRand()); err == nil {
+		t.Fatal("an under-calibrated marginal plan was measured")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/planner"
 )
 
@@ -34,6 +35,19 @@ func measureMarginal(p *planner.Plan, x []float64, sizes []int, draw func() int6
 			return nil, fmt.Errorf("exec: marginal weight %v is not a positive integer", k)
 		}
 		kmax = math.Max(kmax, k)
+	}
+	// The noise was calibrated to the planner's Sensitivity: check it is the
+	// stacked matrix's largest column norm before releasing anything.
+	var l1, l2 float64
+	for _, k := range ms.Weights {
+		l1, l2 = l1+k, l2+k*k
+	}
+	norm := l1
+	if p.Options.Noise == catalog.Gaussian {
+		norm = math.Sqrt(l2)
+	}
+	if norm > p.Sensitivity*(1+1e-12) {
+		return nil, fmt.Errorf("exec: marginal strategy has column norm %v above the calibrated sensitivity %v", norm, p.Sensitivity)
 	}
 	if total >= 1<<53 || total*kmax >= 1<<62 {
 		return nil, fmt.Errorf("exec: histogram total %v too large for exact marginal measurement", total)
