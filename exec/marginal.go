@@ -127,14 +127,7 @@ func broadcastAdd(z []float64, sizes []int, set uint, y []float64, k float64) {
 // projectMode splits t into P0 and P1 along mode j: lower replaces each
 // fibre by its mean, upper is t − lower.
 func projectMode(t []float64, sizes []int, j int) (lower, upper []float64) {
-	left, right := 1, 1
-	for i := 0; i < j; i++ {
-		left *= sizes[i]
-	}
-	for i := j + 1; i < len(sizes); i++ {
-		right *= sizes[i]
-	}
-	n := sizes[j]
+	left, n, right := modeSplit(sizes, j)
 	lower, upper = make([]float64, len(t)), make([]float64, len(t))
 	mean := make([]float64, right)
 	for l := 0; l < left; l++ {

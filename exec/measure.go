@@ -148,13 +148,7 @@ func modeProduct(t []float64, shape []int, j int, m interface {
 	At(i, k int) float64
 }) ([]float64, []int) {
 	rows, cols := m.Dims()
-	left, right := 1, 1
-	for i := 0; i < j; i++ {
-		left *= shape[i]
-	}
-	for i := j + 1; i < len(shape); i++ {
-		right *= shape[i]
-	}
+	left, _, right := modeSplit(shape, j)
 	var a blas64.General
 	if d, ok := m.(*mat.Dense); ok {
 		a = d.RawMatrix()
@@ -224,15 +218,21 @@ func Contract(l compile.Linear, x []float64, sizes []int, groupCols []int) []flo
 	return out
 }
 
-func contractMode(t []float64, shape []int, j int, f []float64) ([]float64, []int) {
-	left, right := 1, 1
+// modeSplit views a tensor of the given shape, along mode j, as left
+// blocks of n × right entries (n = shape[j]).
+func modeSplit(shape []int, j int) (left, n, right int) {
+	left, right = 1, 1
 	for i := 0; i < j; i++ {
 		left *= shape[i]
 	}
 	for i := j + 1; i < len(shape); i++ {
 		right *= shape[i]
 	}
-	n := shape[j]
+	return left, shape[j], right
+}
+
+func contractMode(t []float64, shape []int, j int, f []float64) ([]float64, []int) {
+	left, n, right := modeSplit(shape, j)
 	out := make([]float64, left*right)
 	for l := 0; l < left; l++ {
 		for k := 0; k < n; k++ {
@@ -255,14 +255,7 @@ func contractMode(t []float64, shape []int, j int, f []float64) ([]float64, []in
 }
 
 func scaleMode(t []float64, shape []int, j int, f []float64) []float64 {
-	left, right := 1, 1
-	for i := 0; i < j; i++ {
-		left *= shape[i]
-	}
-	for i := j + 1; i < len(shape); i++ {
-		right *= shape[i]
-	}
-	n := shape[j]
+	left, n, right := modeSplit(shape, j)
 	out := make([]float64, len(t))
 	for l := 0; l < left; l++ {
 		for k := 0; k < n; k++ {
@@ -427,13 +420,7 @@ func modeProductInt(t []int64, shape []int, j int, m interface {
 	At(i, k int) float64
 }) ([]int64, []int) {
 	dense, rows, cols := intMatrix(m)
-	left, right := 1, 1
-	for i := 0; i < j; i++ {
-		left *= shape[i]
-	}
-	for i := j + 1; i < len(shape); i++ {
-		right *= shape[i]
-	}
+	left, _, right := modeSplit(shape, j)
 	out := make([]int64, left*rows*right)
 	for l := 0; l < left; l++ {
 		in := t[l*cols*right : (l+1)*cols*right]
@@ -463,13 +450,7 @@ func modeProductBig(t []*big.Int, shape []int, j int, m interface {
 	At(i, k int) float64
 }) ([]*big.Int, []int) {
 	dense, rows, cols := intMatrix(m)
-	left, right := 1, 1
-	for i := 0; i < j; i++ {
-		left *= shape[i]
-	}
-	for i := j + 1; i < len(shape); i++ {
-		right *= shape[i]
-	}
+	left, _, right := modeSplit(shape, j)
 	out := make([]*big.Int, left*rows*right)
 	for i := range out {
 		out[i] = new(big.Int)

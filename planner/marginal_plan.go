@@ -199,11 +199,6 @@ func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) 
 			}
 			c.sets = append(c.sets, uint(t))
 			c.weights = append(c.weights, v[t])
-			if l2 {
-				c.sens += v[t] * v[t]
-			} else {
-				c.sens += v[t]
-			}
 			var cols []string
 			for j := range s.cols {
 				if t&(1<<j) != 0 {
@@ -219,7 +214,7 @@ func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) 
 			}
 			parts = append(parts, part)
 		}
-		if l2 {
+		if c.sens = weightNorm(c.weights, l2); l2 {
 			c.sens = math.Sqrt(c.sens)
 		}
 		c.name = prefix + "(" + strings.Join(parts, ", ") + ")"
@@ -268,14 +263,7 @@ func roundMarginalWeights(a *marginalAlgebra, v []float64, l2 bool) []float64 {
 		finest = gridGauss
 	}
 	objective := func(k []float64) float64 {
-		d := 0.0
-		for _, x := range k {
-			if l2 {
-				d += x * x
-			} else {
-				d += x
-			}
-		}
+		d := weightNorm(k, l2) // Δ₂², or Δ₁ to be squared
 		if !l2 {
 			d *= d
 		}

@@ -152,14 +152,7 @@ func (a *marginalAlgebra) svdBound() float64 {
 func (a *marginalAlgebra) optimiseWeights(sets []uint, l2 bool, deadline time.Time) []float64 {
 	m := 1 << a.d
 	f := func(v, grad []float64) float64 {
-		sum := 0.0 // Δ (L1) or Δ² (L2)
-		for _, x := range v {
-			if l2 {
-				sum += x * x
-			} else {
-				sum += x
-			}
-		}
+		sum := weightNorm(v, l2) // Δ (L1) or Δ² (L2)
 		lam := a.lambda(v)
 		e := a.unit(lam)
 		if math.IsInf(e, 1) || sum == 0 {
@@ -211,14 +204,7 @@ func (a *marginalAlgebra) optimiseWeights(sets []uint, l2 bool, deadline time.Ti
 			bestF, best = fv, slices.Clone(v)
 		}
 	}
-	norm := 0.0
-	for _, x := range best {
-		if l2 {
-			norm += x * x
-		} else {
-			norm += x
-		}
-	}
+	norm := weightNorm(best, l2)
 	if l2 {
 		norm = math.Sqrt(norm)
 	}
@@ -226,6 +212,20 @@ func (a *marginalAlgebra) optimiseWeights(sets []uint, l2 bool, deadline time.Ti
 		best[i] /= norm
 	}
 	return best
+}
+
+// weightNorm is Σ v (L1) or Σ v² (L2) over non-negative weights: a
+// weighted union of marginals' Δ₁, or its Δ₂².
+func weightNorm(v []float64, l2 bool) float64 {
+	s := 0.0
+	for _, x := range v {
+		if l2 {
+			s += x * x
+		} else {
+			s += x
+		}
+	}
+	return s
 }
 
 // roundWeights turns real weights (Σ = 1) into integers with Σ ≤ K.
