@@ -24,6 +24,9 @@ type Config struct {
 	Ledger     *budget.Ledger
 	Histograms *exec.Histograms
 	Logger     *slog.Logger
+	// Answers persists released answers for reuse across restarts and
+	// processes; nil keeps them in memory only.
+	Answers AnswerBackend
 }
 
 // Engine answers DP statements. It is safe for concurrent use.
@@ -46,7 +49,7 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(), planner: planner.New()}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, log), planner: planner.New()}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -261,7 +264,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	for q, qu := range w.Queries {
 		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
 	}
-	e.stored.put(key, out)
+	e.stored.put(ctx, key, out)
 	return out, nil
 }
 

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/answers"
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -25,6 +27,7 @@ type fixture struct {
 	eng    *Engine
 	ledger *budget.Ledger
 	data   string
+	cfg    Config // what eng was built from
 }
 
 const testCatalog = `
@@ -67,10 +70,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return &fixture{
-		eng:    New(Config{Catalog: cat, Ledger: l, Histograms: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}),
-		ledger: l, data: filepath.Join(dir, "demo.sqlite"),
-	}
+	cfg := Config{Catalog: cat, Ledger: l, Histograms: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &fixture{eng: New(cfg), ledger: l, data: filepath.Join(dir, "demo.sqlite"), cfg: cfg}
 }
 
 func session(user string, vars map[string]any) *Session {
@@ -484,6 +485,76 @@ func TestUnknownColumns(t *testing.T) {
 	refusal(t, err, parser.CodeBadField, "Unknown column 'nosuchcol' in 'field list'")
 	if n := len(f.entries(t)); n != 0 {
 		t.Fatalf("refused statements charged %d entries", n)
+	}
+}
+
+// With a persistent answer store, a repeat is free after a restart too (a
+// new Engine over the same files): the identical answer, a zero-cost reuse
+// entry. Top-k answers persist as well. A table whose definition changed
+// does not get the old answer.
+func TestStoredAnswersSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	path := filepath.Join(t.TempDir(), "answers.sqlite")
+	store, err := answers.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.cfg
+	cfg.Answers = store
+	first := New(cfg)
+	s := session("analyst", nil)
+	batch := []string{
+		"SELECT education, COUNT(*), AVG(hours_per_week), DP_CI_LOW(COUNT(*)) FROM adult GROUP BY education",
+		"SELECT COUNT(*) FROM adult WHERE age IS NULL",
+	}
+	topk := []string{"SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation ORDER BY n DESC LIMIT 3"}
+	want, err := first.Answer(ctx, s, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTop, err := first.Answer(ctx, s, topk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	store, err = answers.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg.Answers = store
+	second := New(cfg) // a restarted proxy: empty memory
+	before := len(f.entries(t))
+	got, err := second.Answer(ctx, s, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotTop, err := second.Answer(ctx, s, topk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotTop, wantTop) {
+		t.Fatalf("after a restart:\n%+v\n%+v\nwant\n%+v\n%+v", got, gotTop, want, wantTop)
+	}
+	es := f.entries(t)[before:]
+	if len(es) != 2 || es[0].Kind != budget.KindReuse || es[1].Kind != budget.KindReuse || !es[0].Cost.IsZero() {
+		t.Fatalf("ledger after the repeats: %+v", es)
+	}
+
+	// Another definition of the table: the stored answer does not apply.
+	cat, err := catalog.Parse("test.yaml", []byte(strings.Replace(testCatalog, "hours_per_week: {type: integer, min: 1, max: 99}",
+		"hours_per_week: {type: integer, min: 1, max: 99, width: 10}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Catalog = cat
+	if _, err := New(cfg).Answer(ctx, s, batch); err != nil {
+		t.Fatal(err)
+	}
+	if es := f.entries(t); es[len(es)-1].Kind != budget.KindCharge {
+		t.Fatalf("a changed table definition reused a stored answer: %+v", es[len(es)-1])
 	}
 }
 

@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -12,31 +16,75 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// maxStored bounds the answers kept for reuse; the oldest go first.
+// maxStored bounds the answers kept in memory for reuse; the oldest go
+// first (a persistent backend keeps them all).
 const maxStored = 10000
 
+// AnswerBackend persists released answers beyond one process's memory
+// (see package answers): a repeat after a restart, or in another process
+// sharing the data directory, is then free too. Values are the engine's
+// own encoding; Put keeps the first answer stored under a key.
+type AnswerBackend interface {
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	Put(ctx context.Context, key string, results []byte) error
+}
+
 // answerStore keeps released answers so that a repeated query (same
-// table, same parsed query, same privacy options) returns the identical
-// noisy answer for free: re-releasing a released value is post-processing.
-// Dashboards refreshing and BI tools syncing then cost nothing after the
-// first time. Stored answers are not invalidated when the data changes:
-// a repeat shows the answer as first released.
+// table definition, same parsed query, same privacy options) returns the
+// identical noisy answer for free: re-releasing a released value is
+// post-processing. Dashboards refreshing and BI tools syncing then cost
+// nothing after the first time. Stored answers are not invalidated when
+// the data changes: a repeat shows the answer as first released.
 type answerStore struct {
-	mu    sync.Mutex
-	byKey map[string][]*Result
-	order []string
+	mu      sync.Mutex
+	byKey   map[string][]*Result
+	order   []string
+	backend AnswerBackend // nil: memory only
+	log     *slog.Logger
 }
 
-func newAnswerStore() *answerStore { return &answerStore{byKey: map[string][]*Result{}} }
+func newAnswerStore(backend AnswerBackend, log *slog.Logger) *answerStore {
+	return &answerStore{byKey: map[string][]*Result{}, backend: backend, log: log}
+}
 
-func (a *answerStore) get(key string) ([]*Result, bool) {
+func (a *answerStore) get(ctx context.Context, key string) ([]*Result, bool, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	r, ok := a.byKey[key]
-	return r, ok
+	a.mu.Unlock()
+	if ok || a.backend == nil {
+		return r, ok, nil
+	}
+	b, ok, err := a.backend.Get(ctx, key)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	r, err = decodeResults(b)
+	if err != nil {
+		// Undecodable (another version's encoding, or damage): measure
+		// anew, which costs budget but releases nothing wrong.
+		a.log.Warn("stored answer unreadable; answering anew", "err", err)
+		return nil, false, nil
+	}
+	a.remember(key, r)
+	return r, true, nil
 }
 
-func (a *answerStore) put(key string, rs []*Result) {
+func (a *answerStore) put(ctx context.Context, key string, rs []*Result) {
+	a.remember(key, rs)
+	if a.backend == nil {
+		return
+	}
+	b, err := encodeResults(rs)
+	if err == nil {
+		err = a.backend.Put(ctx, key, b)
+	}
+	if err != nil {
+		// Already charged and released; only a later repeat will cost.
+		a.log.Warn("stored answer not persisted; a repeat after a restart will be charged", "err", err)
+	}
+}
+
+func (a *answerStore) remember(key string, rs []*Result) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.byKey[key]; ok {
@@ -50,17 +98,98 @@ func (a *answerStore) put(key string, rs []*Result) {
 	a.order = append(a.order, key)
 }
 
+// storedValue is one row value with its Go type kept: int64, float64,
+// string, or NULL (a nil *storedValue).
+type storedValue struct {
+	I *int64   `json:"i,omitempty"`
+	F *float64 `json:"f,omitempty"`
+	S *string  `json:"s,omitempty"`
+}
+
+type storedResult struct {
+	Columns []Column         `json:"columns"`
+	Rows    [][]*storedValue `json:"rows"`
+}
+
+// encodeResults encodes result sets for the backend. Values JSON cannot
+// hold exactly (NaN, ±Inf) make it fail: such answers stay in memory only.
+func encodeResults(rs []*Result) ([]byte, error) {
+	out := make([]storedResult, len(rs))
+	for i, r := range rs {
+		out[i].Columns = r.Columns
+		for _, row := range r.Rows {
+			enc := make([]*storedValue, len(row))
+			for c, v := range row {
+				switch v := v.(type) {
+				case nil:
+				case int64:
+					enc[c] = &storedValue{I: &v}
+				case float64:
+					enc[c] = &storedValue{F: &v}
+				case string:
+					enc[c] = &storedValue{S: &v}
+				default:
+					return nil, fmt.Errorf("engine: cannot store a %T result value", v)
+				}
+			}
+			out[i].Rows = append(out[i].Rows, enc)
+		}
+	}
+	return json.Marshal(out)
+}
+
+func decodeResults(b []byte) ([]*Result, error) {
+	var in []storedResult
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("decode stored answer: %w", err)
+	}
+	out := make([]*Result, len(in))
+	for i, r := range in {
+		res := &Result{Columns: r.Columns}
+		for _, row := range r.Rows {
+			vals := make([]any, len(row))
+			for c, v := range row {
+				switch {
+				case v == nil:
+				case v.I != nil:
+					vals[c] = *v.I
+				case v.F != nil:
+					vals[c] = *v.F
+				case v.S != nil:
+					vals[c] = *v.S
+				default:
+					return nil, fmt.Errorf("decode stored answer: an empty value")
+				}
+			}
+			res.Rows = append(res.Rows, vals)
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
 // reuseKey identifies a batch by its parsed queries — so comments, case,
 // spacing and quoting do not matter — and its privacy options. Output
 // names are left out: they are re-applied from the statement on reuse.
+//
+// The table's definition (source, noise, top-k share, every column's
+// domain and policies) is part of the key, so a stored answer never
+// outlives the catalog it was computed under. The key is a SHA-256 of
+// that canonical text.
 func reuseKey(t *catalog.Table, sts []*parser.Statement, opt planner.Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%v|%v", t.Name, opt.Noise, opt.Epsilon, opt.Rho)
+	fmt.Fprintf(&b, "|def(%q,%q,%v", t.Source, t.Noise, t.Budget.TopKSelectionShare)
+	for _, c := range t.Columns {
+		fmt.Fprintf(&b, ",%+v", *c)
+	}
+	b.WriteString(")")
 	for _, st := range sts {
 		b.WriteString("|")
 		canonQuery(&b, st.Query)
 	}
-	return b.String()
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
 }
 
 func canonQuery(b *strings.Builder, q *parser.Query) {
@@ -165,7 +294,10 @@ func canonPred(b *strings.Builder, p parser.Pred) {
 // as this batch's statements name their columns, and records the zero-cost
 // re-release in the ledger.
 func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, key string) ([]*Result, bool, error) {
-	stored, ok := e.stored.get(key)
+	stored, ok, err := e.stored.get(ctx, key)
+	if err != nil {
+		return nil, false, e.internal("stored answers", err)
+	}
 	if !ok {
 		return nil, false, nil
 	}

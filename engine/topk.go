@@ -156,6 +156,6 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		m = measuredFrom(plan, ans, 0)
 	}
 	out := []*Result{assemble(w, q, m, chosen)}
-	e.stored.put(key, out)
+	e.stored.put(ctx, key, out)
 	return out, nil
 }

@@ -94,11 +94,14 @@ func (h *Histograms) Histogram(ctx context.Context, t *catalog.Table, cols []*ca
 	if err := src.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&version); err != nil {
 		return nil, fmt.Errorf("table %s: data version: %w", t.Name, err)
 	}
+	// The key holds each column's whole definition (domain, bins,
+	// policies), not just its name: a histogram binned for another
+	// definition of the column is another histogram.
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = c.Name
+		names[i] = fmt.Sprintf("%+v", *c)
 	}
-	key := t.Name + "\x00" + strings.Join(names, "\x00")
+	key := t.Name + "\x00" + t.Source + "\x00" + strings.Join(names, "\x00")
 	h.mu.Lock()
 	if c, ok := h.cache[key]; ok && c.version == version {
 		h.mu.Unlock()

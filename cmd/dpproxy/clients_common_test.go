@@ -515,9 +515,9 @@ func checkStandardFlow(t *testing.T, cp *clientProxy, rs results, checkState boo
 	wantOK(t, rs.get(t, "after"))
 }
 
-// answers counts the ledger's entries for released answers: charges, and
+// releasedAnswers counts the ledger's entries for released answers: charges, and
 // zero-cost reuses of stored answers.
-func answers(t *testing.T, cp *clientProxy) int {
+func releasedAnswers(t *testing.T, cp *clientProxy) int {
 	t.Helper()
 	n := 0
 	for _, e := range entries(t, cp.proxy) {
@@ -532,7 +532,7 @@ func answers(t *testing.T, cp *clientProxy) int {
 // answers (a charge or a reuse each) and verifies.
 func checkLedger(t *testing.T, cp *clientProxy, want int) {
 	t.Helper()
-	if got := answers(t, cp); got != want {
+	if got := releasedAnswers(t, cp); got != want {
 		t.Fatalf("ledger: %d entries, want %d (one per measured statement; refusals charge nothing)", got, want)
 	}
 	if err := cp.ledger.Verify(context.Background()); err != nil {

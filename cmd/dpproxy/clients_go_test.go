@@ -103,7 +103,7 @@ func TestClientsGoDriver(t *testing.T) {
 	flow := standardFlow()
 	for _, params := range []string{"interpolateParams=false", "interpolateParams=true"} {
 		t.Run(params, func(t *testing.T) {
-			before := answers(t, cp)
+			before := releasedAnswers(t, cp)
 			rs := goFlow(t, connect(t, cp.addr, "analyst", "analyst", params), flow)
 			checkStandardFlow(t, cp, rs, true)
 			checkLedger(t, cp, before+dpSteps(flow))
@@ -123,7 +123,7 @@ func TestClientsGoDriver(t *testing.T) {
 
 	// A multi-statement batch is one measurement; COM_PING works.
 	db := connect(t, cp.addr, "analyst", "analyst", "multiStatements=true")
-	before := answers(t, cp)
+	before := releasedAnswers(t, cp)
 	rows, err := db.Query("SELECT COUNT(*) FROM adult WHERE sex = 'Female'; SELECT COUNT(*) FROM adult WHERE sex = 'Male'")
 	if err != nil {
 		t.Fatal(err)
@@ -138,8 +138,8 @@ func TestClientsGoDriver(t *testing.T) {
 		}
 	}
 	rows.Close()
-	if sets != 2 || answers(t, cp) != before+1 {
-		t.Fatalf("batch: %d result sets, %d ledger entries", sets, answers(t, cp)-before)
+	if sets != 2 || releasedAnswers(t, cp) != before+1 {
+		t.Fatalf("batch: %d result sets, %d ledger entries", sets, releasedAnswers(t, cp)-before)
 	}
 	if err := db.Ping(); err != nil {
 		t.Fatal(err)

@@ -251,3 +251,55 @@ func TestReloadCommandSIGHUP(t *testing.T) {
 		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A dashboard's query is charged once, not once per proxy run: after a
+// restart on the same data directory the repeat returns the identical
+// stored answer, and the ledger records a zero-cost reuse.
+func TestRepeatAfterRestartIsFree(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src := smallSource(t, dir)
+	cf := commonFlags{dataDir: dir, config: filepath.Join(dir, "catalog.yaml")}
+	if err := os.WriteFile(cf.config, []byte(reloadCatalog(src, 10, 1, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const query = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"
+	run := func() ([][2]any, []budget.Entry) {
+		t.Helper()
+		p, err := start(ctx, cf, "127.0.0.1:0", log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go p.front.Start()
+		defer p.Close()
+		db := connect(t, p.front.Addr().String(), "analyst", "analyst", "")
+		rows, err := db.Query(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][2]any
+		for rows.Next() {
+			var sex string
+			var n int64
+			if err := rows.Scan(&sex, &n); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, [2]any{sex, n})
+		}
+		rows.Close()
+		db.Close()
+		return out, charges(entries(t, p))
+	}
+	first, _ := run()
+	second, es := run()
+	if fmt.Sprint(first) != fmt.Sprint(second) || len(first) != 2 {
+		t.Fatalf("after a restart: %v, first run %v", second, first)
+	}
+	if len(es) != 2 || es[0].Kind != budget.KindCharge || es[1].Kind != budget.KindReuse || !es[1].Cost.IsZero() {
+		t.Fatalf("ledger: %+v", es)
+	}
+	if code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", dir, "--config", cf.config); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+}

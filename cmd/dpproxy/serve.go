@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dpproxy/dpproxy/answers"
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
@@ -96,12 +97,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // proxy is a running dpproxy: catalog, ledger, sources, engine and front.
 type proxy struct {
-	cat    *catalog.Catalog
-	ledger *budget.Ledger
-	hist   *exec.Histograms
-	live   *engine.Live // the engine; reloads swap its catalog
-	front  *mysqlfront.Server
-	tls    *tls.Config // nil: clear text only
+	cat     *catalog.Catalog
+	ledger  *budget.Ledger
+	answers *answers.Store // released answers, for free repeats across restarts
+	hist    *exec.Histograms
+	live    *engine.Live // the engine; reloads swap its catalog
+	front   *mysqlfront.Server
+	tls     *tls.Config // nil: clear text only
 }
 
 func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger) (*proxy, error) {
@@ -113,11 +115,15 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 	if p.ledger, err = budget.Open(ctx, cf.ledgerPath()); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	if p.answers, err = answers.Open(ctx, filepath.Join(cf.dataDir, "answers.sqlite")); err != nil {
+		p.Close()
+		return nil, err
+	}
 	if p.hist, err = exec.Open(ctx, cat, cf.dataDir); err != nil {
 		p.Close()
 		return nil, err
 	}
-	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log}))
+	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log, Answers: p.answers}))
 	if _, err := p.live.SyncLimits(ctx); err != nil { // limits edited while no proxy ran
 		p.Close()
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -170,6 +176,9 @@ func (p *proxy) Close() {
 	}
 	if p.hist != nil {
 		p.hist.Close()
+	}
+	if p.answers != nil {
+		p.answers.Close()
 	}
 	if p.ledger != nil {
 		p.ledger.Close()
