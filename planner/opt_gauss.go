@@ -420,8 +420,8 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 		u[i] = math.Sqrt(math.Max(u[i], 1e-300))
 	}
 	x := make([]float64, n)
-	best := GaussCertificate{Primal: math.Inf(1), Gap: math.Inf(1)}
-	bestU := append([]float64(nil), u...)
+	d := make([]float64, n)
+	fp := newFixedPoint(u)
 	var q quadrature
 	for it := 0; it < 10000; it++ {
 		if it%20 == 0 {
@@ -429,7 +429,7 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 			q = newQuadrature(lmin, lmax, 0.3, 32)
 		}
 		if !gd.diagX(x, u, q) {
-			return nil, nil, best, errors.New("planner: Gaussian dual: factorisation failed")
+			return nil, nil, fp.best, errors.New("planner: Gaussian dual: factorisation failed")
 		}
 		sd, su, mx := 0.0, 0.0, 0.0
 		for i := range x {
@@ -440,24 +440,15 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 		primal := mx * sd
 		dual := sd * sd / su
 		gap := primal/dual - 1
-		if primal < best.Primal || gap < best.Gap {
-			if gap < best.Gap {
-				best = GaussCertificate{Primal: primal, Dual: dual, Gap: gap, Iterations: it + 1}
-				copy(bestU, u)
-			}
-		}
+		fp.record(primal, dual, gap, u, it)
 		if gap <= tol || (!deadline.IsZero() && time.Now().After(deadline)) {
 			break
 		}
 		// Fixed point u ← u∘x, renormalised (g is scale-free in u).
-		s := 0.0
-		for i := range u {
-			u[i] *= x[i]
-			s += u[i]
+		for i := range d {
+			d[i] = u[i] * x[i]
 		}
-		for i := range u {
-			u[i] *= float64(n) / s
-		}
+		stepTo(u, d)
 	}
-	return bestU, t, best, nil
+	return fp.bestU, t, fp.best, nil
 }

@@ -306,6 +306,47 @@ func certify(u, d []float64) (primal, dual, gap float64) {
 	return primal, dual, primal/dual - 1
 }
 
+// fixedPoint keeps the best certified iterate of the dual fixed point
+// u ← d (renormalised) that the Gaussian solvers run.
+type fixedPoint struct {
+	best  GaussCertificate
+	bestU []float64
+}
+
+func newFixedPoint(u []float64) *fixedPoint {
+	return &fixedPoint{best: GaussCertificate{Primal: math.Inf(1), Gap: math.Inf(1)}, bestU: slices.Clone(u)}
+}
+
+// observe certifies iterate u (d as in certify), keeps it if its gap is
+// the smallest so far, and returns the gap.
+func (fp *fixedPoint) observe(u, d []float64, it int) float64 {
+	primal, dual, gap := certify(u, d)
+	fp.record(primal, dual, gap, u, it)
+	return gap
+}
+
+// record keeps iterate u, certified as primal, dual and gap, if its gap is
+// the smallest so far.
+func (fp *fixedPoint) record(primal, dual, gap float64, u []float64, it int) {
+	if gap < fp.best.Gap {
+		fp.best = GaussCertificate{Primal: primal, Dual: dual, Gap: gap, Iterations: it + 1}
+		copy(fp.bestU, u)
+	}
+}
+
+// stepTo moves u to d rescaled to Σu = len(u): the objective is
+// scale-free in u.
+func stepTo(u, d []float64) {
+	s := 0.0
+	for _, x := range d {
+		s += x
+	}
+	f := float64(len(u)) / s
+	for i := range u {
+		u[i] = d[i] * f
+	}
+}
+
 // solveGaussLowRank handles G = V·Vᵀ (rank r): with B = U^{1/2}V and
 // M = BᵀB = VᵀUV, (U^{1/2}GU^{1/2})^{1/2} = B·M^{-1/2}·Bᵀ, so each fixed
 // point step costs O(n·r² + r³), and X(u) = V·M^{-1/2}·Vᵀ. Cells the
@@ -322,8 +363,7 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 		u[i] = math.Sqrt(math.Max(u[i], 0))
 	}
 	d := make([]float64, n)
-	best := GaussCertificate{Gap: math.Inf(1)}
-	bestU := slices.Clone(u)
+	fp := newFixedPoint(u)
 	m := mat.NewSymDense(r, nil)
 	var es mat.EigenSym
 	var q mat.Dense
@@ -364,7 +404,7 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 	}
 	for it := 0; it < 5000; it++ {
 		if !minvHalf(u) {
-			return gaussSolution{}, best, errors.New("planner: Gaussian low-rank step failed")
+			return gaussSolution{}, fp.best, errors.New("planner: Gaussian low-rank step failed")
 		}
 		// d_i = u_i·(V M^{-1/2} Vᵀ)_ii.
 		vm.Mul(v, &mis)
@@ -375,30 +415,18 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 			}
 			d[i] = u[i] * x
 		}
-		primal, dual, gap := certify(u, d)
-		if gap < best.Gap {
-			best = GaussCertificate{Primal: primal, Dual: dual, Gap: gap, Iterations: it + 1}
-			copy(bestU, u)
-		}
-		if gap <= tol || time.Now().After(deadline) {
+		if gap := fp.observe(u, d, it); gap <= tol || time.Now().After(deadline) {
 			break
 		}
-		s := 0.0
-		for i := range u {
-			u[i] = d[i]
-			s += u[i]
-		}
-		for i := range u {
-			u[i] *= float64(n) / s
-		}
+		stepTo(u, d)
 	}
-	if !minvHalf(bestU) {
-		return gaussSolution{}, best, errors.New("planner: Gaussian low-rank step failed")
+	if !minvHalf(fp.bestU) {
+		return gaussSolution{}, fp.best, errors.New("planner: Gaussian low-rank step failed")
 	}
 	// X₀ = V·M^{-1/2}·Vᵀ = cᵀc with c = halfᵀ·Vᵀ.
 	var c mat.Dense
 	c.Mul(half.T(), v.T())
-	return gaussSolution{c: &c, u: bestU}, best, nil
+	return gaussSolution{c: &c, u: fp.bestU}, fp.best, nil
 }
 
 // solveGaussDense runs the fixed point with a dense eigendecomposition of
@@ -411,8 +439,7 @@ func solveGaussDense(g *mat.SymDense, tol float64, deadline time.Time) (gaussSol
 		u[i] = math.Sqrt(math.Max(g.At(i, i), 0))
 	}
 	d := make([]float64, n)
-	best := GaussCertificate{Gap: math.Inf(1)}
-	bestU := slices.Clone(u)
+	fp := newFixedPoint(u)
 	s := mat.NewSymDense(n, nil)
 	var es mat.EigenSym
 	var q mat.Dense
@@ -442,27 +469,15 @@ func solveGaussDense(g *mat.SymDense, tol float64, deadline time.Time) (gaussSol
 	}
 	for it := 0; it < 5000; it++ {
 		if !step(u) {
-			return gaussSolution{}, best, errors.New("planner: Gaussian eigendecomposition failed")
+			return gaussSolution{}, fp.best, errors.New("planner: Gaussian eigendecomposition failed")
 		}
-		primal, dual, gap := certify(u, d)
-		if gap < best.Gap {
-			best = GaussCertificate{Primal: primal, Dual: dual, Gap: gap, Iterations: it + 1}
-			copy(bestU, u)
-		}
-		if gap <= tol || time.Now().After(deadline) {
+		if gap := fp.observe(u, d, it); gap <= tol || time.Now().After(deadline) {
 			break
 		}
-		sum := 0.0
-		for i := range u {
-			u[i] = d[i]
-			sum += u[i]
-		}
-		for i := range u {
-			u[i] *= float64(n) / sum
-		}
+		stepTo(u, d)
 	}
-	if !step(bestU) {
-		return gaussSolution{}, best, errors.New("planner: Gaussian eigendecomposition failed")
+	if !step(fp.bestU) {
+		return gaussSolution{}, fp.best, errors.New("planner: Gaussian eigendecomposition failed")
 	}
 	top := 0.0
 	for _, l := range vals {
@@ -474,10 +489,10 @@ func solveGaussDense(g *mat.SymDense, tol float64, deadline time.Time) (gaussSol
 			continue
 		}
 		for i := 0; i < n; i++ {
-			if bestU[i] > 0 {
-				half.Set(i, k, q.At(i, k)*math.Sqrt(math.Sqrt(l)/bestU[i]))
+			if fp.bestU[i] > 0 {
+				half.Set(i, k, q.At(i, k)*math.Sqrt(math.Sqrt(l)/fp.bestU[i]))
 			}
 		}
 	}
-	return gaussSolution{c: mat.DenseCopyOf(half.T()), u: bestU}, best, nil
+	return gaussSolution{c: mat.DenseCopyOf(half.T()), u: fp.bestU}, fp.best, nil
 }
