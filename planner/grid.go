@@ -446,21 +446,7 @@ func denseX(t *invStructure, u []float64) (*mat.SymDense, error) {
 				tridiagSolve(sol, a, t.e, colv, alpha)
 				ay.SetCol(p, sol)
 			}
-			cm := mat.NewSymDense(r, nil)
-			for p := 0; p < r; p++ {
-				for qq := p; qq < r; qq++ {
-					s := 0.0
-					for i := 0; i < n; i++ {
-						s += t.y.At(i, p) * ay.At(i, qq)
-					}
-					if p == qq {
-						s = 1 - s
-					} else {
-						s = -s
-					}
-					cm.SetSym(p, qq, s)
-				}
-			}
+			cm := capacitance(t.y, ay)
 			var ch mat.Cholesky
 			if !ch.Factorize(cm) {
 				return nil, errors.New("planner: Gaussian strategy: Woodbury factorisation failed")

@@ -269,21 +269,7 @@ func (s *invStructure) shiftedDiagInv(dst []float64, c float64, u []float64, wor
 			ay.Set(i, k, sol[i])
 		}
 	}
-	cm := mat.NewSymDense(r, nil)
-	for p := 0; p < r; p++ {
-		for q := p; q < r; q++ {
-			v := 0.0
-			for i := 0; i < n; i++ {
-				v += s.y.At(i, p) * ay.At(i, q)
-			}
-			if p == q {
-				v = 1 - v
-			} else {
-				v = -v
-			}
-			cm.SetSym(p, q, v)
-		}
-	}
+	cm := capacitance(s.y, ay)
 	var ch mat.Cholesky
 	if !ch.Factorize(cm) {
 		return false
@@ -451,4 +437,26 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 		stepTo(u, d)
 	}
 	return fp.bestU, t, fp.best, nil
+}
+
+// capacitance is the Woodbury capacitance matrix I − YᵀZ (r × r, with
+// Z = A⁻¹Y symmetric in the product), for inverses of A − YYᵀ.
+func capacitance(y, z *mat.Dense) *mat.SymDense {
+	n, r := y.Dims()
+	cm := mat.NewSymDense(r, nil)
+	for p := 0; p < r; p++ {
+		for q := p; q < r; q++ {
+			v := 0.0
+			for i := 0; i < n; i++ {
+				v += y.At(i, p) * z.At(i, q)
+			}
+			if p == q {
+				v = 1 - v
+			} else {
+				v = -v
+			}
+			cm.SetSym(p, q, v)
+		}
+	}
+	return cm
 }
