@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -287,13 +288,7 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 		add("opt-marginals", s, a.unit(a.lambda(k)), t0)
 	}
 	slices.SortStableFunc(plan.Candidates, func(x, y Candidate) int {
-		switch {
-		case x.TotalSquaredError < y.TotalSquaredError:
-			return -1
-		case x.TotalSquaredError > y.TotalSquaredError:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x.TotalSquaredError, y.TotalSquaredError)
 	})
 	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil

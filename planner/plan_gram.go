@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -213,13 +214,7 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 	}
 	add(best)
 	slices.SortStableFunc(plan.Candidates, func(a, b Candidate) int {
-		switch {
-		case a.TotalSquaredError < b.TotalSquaredError:
-			return -1
-		case a.TotalSquaredError > b.TotalSquaredError:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.TotalSquaredError, b.TotalSquaredError)
 	})
 	// Materialise the best candidate's factors.
 	bestName := plan.Candidates[0].Name

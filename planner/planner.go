@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -235,13 +236,7 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		consider(c.name, c.sens, c.unit, c.weighted)
 	}
 	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
-		switch {
-		case a.Objective < b.Objective:
-			return -1
-		case a.Objective > b.Objective:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.Objective, b.Objective)
 	})
 	if len(best.Candidates) > 12 {
 		best.Candidates = best.Candidates[:12]
