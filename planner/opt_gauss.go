@@ -104,43 +104,14 @@ func lowRankInverse(g *LowRankGram, ridge float64) (*invStructure, error) {
 	if r == 0 {
 		return out, nil
 	}
-	ks := mat.NewSymDense(r, nil)
-	for a := 0; a < r; a++ {
-		for b := a; b < r; b++ {
-			ks.SetSym(a, b, 0.5*(g.K[a][b]+g.K[b][a]))
-		}
+	v, err := workloadFactor(g)
+	if err != nil {
+		return nil, err
 	}
-	var es mat.EigenSym
-	if !es.Factorize(ks, true) {
-		return nil, errors.New("planner: eigendecomposition of workload weights failed")
-	}
-	vals := es.Values(nil)
-	var q mat.Dense
-	es.VectorsTo(&q)
-	var cols []int
-	top := 0.0
-	for _, v := range vals {
-		top = math.Max(top, v)
-	}
-	for c, v := range vals {
-		if v > 1e-12*top {
-			cols = append(cols, c)
-		}
-	}
-	rr := len(cols)
-	if rr == 0 {
+	if v == nil {
 		return out, nil
 	}
-	v := mat.NewDense(n, rr, nil) // V = F Q Λ^{1/2}
-	for i := 0; i < n; i++ {
-		for cc, c := range cols {
-			s := 0.0
-			for a := 0; a < r; a++ {
-				s += g.F[a][i] * q.At(a, c)
-			}
-			v.Set(i, cc, s*math.Sqrt(vals[c]))
-		}
-	}
+	_, rr := v.Dims() // V = F Q Λ^{1/2}
 	// C = I + VᵀD⁻¹V.
 	dv := mat.NewDense(n, rr, nil) // D⁻¹V
 	for i := 0; i < n; i++ {
@@ -181,10 +152,21 @@ func lowRankInverse(g *LowRankGram, ridge float64) (*invStructure, error) {
 // lowRankFactor returns V (n×r') with F·K·Fᵀ = V·Vᵀ, dropping the
 // non-positive eigenvalues of K.
 func lowRankFactor(g *LowRankGram) (*mat.Dense, error) {
-	n, r := g.Size, len(g.F)
-	if r == 0 {
+	if len(g.F) == 0 {
 		return nil, errors.New("planner: empty workload Gram")
 	}
+	v, err := workloadFactor(g)
+	if err == nil && v == nil {
+		err = errors.New("planner: workload Gram is zero")
+	}
+	return v, err
+}
+
+// workloadFactor is V = F·Q·Λ^{1/2} over the eigenpairs of K (symmetrised)
+// above 1e-12 of the largest, so that F·K·Fᵀ = V·Vᵀ; nil when there are
+// none.
+func workloadFactor(g *LowRankGram) (*mat.Dense, error) {
+	n, r := g.Size, len(g.F)
 	ks := mat.NewSymDense(r, nil)
 	for a := 0; a < r; a++ {
 		for b := a; b < r; b++ {
@@ -209,7 +191,7 @@ func lowRankFactor(g *LowRankGram) (*mat.Dense, error) {
 		}
 	}
 	if len(cols) == 0 {
-		return nil, errors.New("planner: workload Gram is zero")
+		return nil, nil
 	}
 	v := mat.NewDense(n, len(cols), nil)
 	for i := 0; i < n; i++ {
