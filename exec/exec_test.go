@@ -214,27 +214,7 @@ func TestEmpiricalErrorMatchesPlan(t *testing.T) {
 				t.Fatalf("plan %s has kind %v, want %v", p.Name, p.Kind, tc.kind)
 			}
 			x := histogram(w.Cells())
-			r := noise.NewRand()
-			var sq, expected float64
-			for run := 0; run < tc.runs; run++ {
-				ans, err := Measure(p, x, r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for q, qu := range w.Queries {
-					for a, agg := range qu.Aggregates {
-						exact := Contract(agg, x, w.Sizes(), qu.GroupCols)
-						for g := range exact {
-							d := ans.Values[q][a][g] - exact[g]
-							sq += d * d
-							if run == 0 {
-								expected += ans.Variance[q][a][g]
-							}
-						}
-					}
-				}
-			}
-			emp := sq / float64(tc.runs)
+			emp, expected := empiricalError(t, p, w, x, tc.runs)
 			if math.Abs(emp-expected) > tc.relTol*expected {
 				t.Fatalf("%s: empirical total squared error %.4g, plan %.4g (%.1f%% off)", p.Name, emp, expected, 100*(emp-expected)/expected)
 			}
@@ -243,6 +223,41 @@ func TestEmpiricalErrorMatchesPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// empiricalError measures plan p on x runs times and returns the mean
+// total squared error of the answers against the exact ones, and the
+// plan's expected total (the sum of the per-answer variances it reports).
+func empiricalError(t *testing.T, p *planner.Plan, w *compile.Workload, x []float64, runs int) (emp, expected float64) {
+	t.Helper()
+	var exact [][][]float64
+	for _, qu := range w.Queries {
+		var qa [][]float64
+		for _, agg := range qu.Aggregates {
+			qa = append(qa, Contract(agg, x, w.Sizes(), qu.GroupCols))
+		}
+		exact = append(exact, qa)
+	}
+	r := noise.NewRand()
+	var sq float64
+	for run := 0; run < runs; run++ {
+		ans, err := Measure(p, x, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range exact {
+			for a := range exact[q] {
+				for g, e := range exact[q][a] {
+					d := ans.Values[q][a][g] - e
+					sq += d * d
+					if run == 0 {
+						expected += ans.Variance[q][a][g]
+					}
+				}
+			}
+		}
+	}
+	return sq / float64(runs), expected
 }
 
 // The pushed-down histogram bins NULLs and out-of-domain values by each

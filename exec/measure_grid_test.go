@@ -135,28 +135,7 @@ func TestEmpiricalErrorMatchesPlanOnGrid(t *testing.T) {
 					t.Fatalf("cell %d reconstructed %v, want %v", i, y[i], x[i])
 				}
 			}
-			r := noise.NewRand()
-			const runs = 1500
-			var sq, expected float64
-			for run := 0; run < runs; run++ {
-				ans, err := Measure(p, x, r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for q, qu := range w.Queries {
-					for a, agg := range qu.Aggregates {
-						exact := Contract(agg, x, w.Sizes(), qu.GroupCols)
-						for g := range exact {
-							d := ans.Values[q][a][g] - exact[g]
-							sq += d * d
-							if run == 0 {
-								expected += ans.Variance[q][a][g]
-							}
-						}
-					}
-				}
-			}
-			emp := sq / runs
+			emp, expected := empiricalError(t, p, w, x, 1500)
 			if math.Abs(emp-expected) > 0.1*expected {
 				t.Fatalf("%s: empirical %.4g, plan %.4g", p.Name, emp, expected)
 			}
