@@ -37,12 +37,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
-	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/mysqlfront"
 )
 
@@ -143,28 +141,16 @@ func startClientProxy(t *testing.T, o clientOpts) *clientProxy {
 // under the race detector, and large enough for the accuracy checks.
 const clientsRows = 5000
 
-var (
-	clientsOnce sync.Once
-	clientsPath string
-	clientsErr  error
-)
+var clientsTable = generatedDemo(clientsRows)
 
 // clientsData generates the client tests' demo table once per test binary.
 func clientsData(t *testing.T) string {
 	t.Helper()
-	clientsOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dpproxy-clients-")
-		if err != nil {
-			clientsErr = err
-			return
-		}
-		clientsPath = filepath.Join(dir, "demo.sqlite")
-		clientsErr = demo.Generate(context.Background(), clientsPath, clientsRows)
-	})
-	if clientsErr != nil {
-		t.Fatal(clientsErr)
+	path, err := clientsTable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return clientsPath
+	return path
 }
 
 // clientsTruth is an exact count over the client tests' table.

@@ -21,28 +21,29 @@ import (
 	"github.com/dpproxy/dpproxy/demo"
 )
 
-var (
-	demoOnce sync.Once
-	demoPath string
-	demoErr  error
-)
+// generatedDemo returns a function that generates a demo table of the given
+// size on its first call, once per test binary, and returns its path.
+func generatedDemo(rows int) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "dpproxy-demo-")
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, "demo.sqlite")
+		return path, demo.Generate(context.Background(), path, rows)
+	})
+}
+
+var demoTable = generatedDemo(demo.DefaultRows)
 
 // demoData generates the demo table once per test binary.
 func demoData(t testing.TB) string {
 	t.Helper()
-	demoOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dpproxy-demo-")
-		if err != nil {
-			demoErr = err
-			return
-		}
-		demoPath = filepath.Join(dir, "demo.sqlite")
-		demoErr = demo.Generate(context.Background(), demoPath, demo.DefaultRows)
-	})
-	if demoErr != nil {
-		t.Fatal(demoErr)
+	path, err := demoTable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return demoPath
+	return path
 }
 
 // startProxy runs a real dpproxy on a free loopback port. yaml, if not
