@@ -1,7 +1,6 @@
 package noise
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"testing"
@@ -116,5 +115,5 @@ func TestBernExpCount128(t *testing.T) {
 			hits++
 		}
 	}
-	checkFrequency(t, fmt.Sprint("bernExpCount(2)"), hits, draws, math.Exp(-2))
+	checkFrequency(t, "bernExpCount(2)", hits, draws, math.Exp(-2))
 }

@@ -147,11 +147,6 @@ func buildPIdentity(name string, o *pIdentity, theta []float64) (*ColumnStrategy
 			s[o.lo[k]+i] += v
 		}
 	}
-	// Per column: the identity entry then the rows covering it.
-	type entry struct {
-		k int
-		v float64
-	}
 	b0 := make([]float64, n)
 	b1 := make([][]float64, p) // dense rows over [lo_k, hi_k)
 	for k := 0; k < p; k++ {

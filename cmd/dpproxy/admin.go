@@ -95,7 +95,8 @@ func (p *proxy) writePidFile(cf commonFlags, log *slog.Logger) *os.File {
 		return nil
 	}
 	content := fmt.Sprintf("%d\n%s\n", os.Getpid(), cf.config)
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(content), 0)
 	}
 	if err != nil {
