@@ -155,7 +155,7 @@ const (
 type Policy string
 
 const (
-	PolicyDrop  Policy = "drop"  // the row is not counted in this column's histogram
+	PolicyDrop  Policy = "drop"  // the row does not count in queries that reference the column
 	PolicyClamp Policy = "clamp" // to the nearest bin (ranges only; not for NULL)
 	PolicyOther Policy = "other" // an explicit "other" cell
 	PolicyCell  Policy = "cell"  // NULL only: an explicit NULL cell
@@ -174,6 +174,11 @@ type Column struct {
 	Null Policy
 	// OutOfDomain is PolicyDrop, PolicyClamp (ranges only) or PolicyOther.
 	OutOfDomain Policy
+	// DroppedCell, set on a batch's copy of the column (WithDroppedCell),
+	// counts the values the policies drop in a trailing hidden cell instead
+	// of leaving their rows out of the histogram, so that a query of the
+	// batch that does not reference the column still counts those rows.
+	DroppedCell bool
 }
 
 // CellKind is what a domain cell stands for.
@@ -184,10 +189,17 @@ const (
 	CellBin                   // a numeric bin [Lo, Hi)
 	CellOther                 // values outside the declared domain
 	CellNull                  // NULL
+	// CellDropped holds the values the column's policies drop (NULL under
+	// null: drop, out-of-domain values under out_of_domain: drop). It exists
+	// only on a batch's copy of the column (DroppedCell); every query that
+	// references the column weighs it 0, so it is never a group, never
+	// matches a predicate and never counts in COUNT(c) or SUM(c).
+	CellDropped
 )
 
 // Cell is one entry of a column's domain. Cells are ordered: the declared
-// values or bins first, then the other cell, then the NULL cell.
+// values or bins first, then the other cell, then the NULL cell, then the
+// dropped cell.
 type Cell struct {
 	Kind  CellKind
 	Value string  // CellValue
@@ -222,24 +234,92 @@ func (c *Column) Cells() []Cell {
 	if c.Null == PolicyCell {
 		cells = append(cells, Cell{Kind: CellNull})
 	}
+	if c.hasDroppedCell() {
+		cells = append(cells, Cell{Kind: CellDropped})
+	}
 	return cells
+}
+
+// Drops reports whether the column's policies drop some values: NULL under
+// null: drop, out-of-domain values under out_of_domain: drop.
+func (c *Column) Drops() bool { return c.Null == PolicyDrop || c.OutOfDomain == PolicyDrop }
+
+func (c *Column) hasDroppedCell() bool { return c.DroppedCell && c.Drops() }
+
+// WithDroppedCell returns a copy of the column whose dropped values are
+// counted in a trailing CellDropped cell (see DroppedCell); c itself when
+// its policies drop nothing.
+func (c *Column) WithDroppedCell() *Column {
+	if !c.Drops() || c.DroppedCell {
+		return c
+	}
+	cp := *c
+	cp.DroppedCell = true
+	return &cp
+}
+
+// declared is the number of declared values or bins.
+func (c *Column) declared() int {
+	switch c.Kind {
+	case Categorical:
+		return len(c.Values)
+	case IntegerRange:
+		return int((c.Max - c.Min + c.Width) / c.Width)
+	default:
+		return len(c.Edges) - 1
+	}
+}
+
+// OtherCell is the index of the cell an out-of-domain value is counted in:
+// the other cell, or the dropped cell on a batch's copy (DroppedCell); -1
+// when the value is dropped (its row left out of the histogram), or under
+// clamp, where each value goes to its nearest bin instead.
+func (c *Column) OtherCell() int {
+	switch {
+	case c.OutOfDomain == PolicyOther:
+		return c.declared()
+	case c.OutOfDomain == PolicyDrop:
+		return c.DroppedCellIndex()
+	}
+	return -1
+}
+
+// NullCell is the index of the cell a NULL is counted in: the NULL cell,
+// the other cell, or the dropped cell on a batch's copy (DroppedCell); -1
+// when the NULL is dropped (its row left out of the histogram).
+func (c *Column) NullCell() int {
+	switch c.Null {
+	case PolicyCell:
+		n := c.declared()
+		if c.OutOfDomain == PolicyOther {
+			n++
+		}
+		return n
+	case PolicyOther:
+		return c.declared()
+	}
+	return c.DroppedCellIndex()
+}
+
+// DroppedCellIndex is the index of the dropped cell, or -1 when the column
+// has none.
+func (c *Column) DroppedCellIndex() int {
+	if !c.hasDroppedCell() {
+		return -1
+	}
+	return c.Size() - 1
 }
 
 // Size is the number of domain cells.
 func (c *Column) Size() int {
-	n := 0
-	switch c.Kind {
-	case Categorical:
-		n = len(c.Values)
-	case IntegerRange:
-		n = int((c.Max - c.Min + c.Width) / c.Width)
-	case Binned:
-		n = len(c.Edges) - 1
-	}
+	n := c.declared()
 	if c.OutOfDomain == PolicyOther {
 		n++
 	}
 	if c.Null == PolicyCell {
+		n++
+	}
+	if c.hasDroppedCell() {
 		n++
 	}
 	return n
@@ -259,7 +339,7 @@ func (cell Cell) Label() (string, bool) {
 		return strconv.FormatFloat(cell.Lo, 'f', -1, 64), true
 	case CellOther:
 		return "other", true
-	default:
+	default: // NULL; the dropped cell is never shown
 		return "", false
 	}
 }

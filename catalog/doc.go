@@ -56,13 +56,20 @@
 //     text, case-sensitively).
 //
 // Each column also says where NULLs and values outside its domain go:
-//   - null: drop (the default: the row does not count in this column's
-//     histogram), cell (an explicit NULL cell) or other (counted with
-//     out-of-domain values; requires out_of_domain: other).
+//   - null: drop (the default: the row does not count in a query that
+//     references the column), cell (an explicit NULL cell) or other
+//     (counted with out-of-domain values; requires out_of_domain: other).
 //   - out_of_domain: clamp (to the nearest bin; integer and numeric columns
 //     only, and their default), drop (the categorical default) or other (an
 //     explicit cell labelled "other", which a categorical value may then not
 //     be called).
+//
+// A dropped value drops its row from the queries that reference the column
+// only: in a batch where another query does not reference the column, the
+// histogram counts dropped values in a hidden trailing cell of the column
+// (Column.WithDroppedCell), which that query counts and every query
+// referencing the column weighs 0. NullCell and OtherCell say which cell a
+// NULL or an out-of-domain value goes to, for every source dialect.
 //
 // A column may declare at most MaxColumnCells cells.
 //

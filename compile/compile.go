@@ -3,7 +3,6 @@ package compile
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -14,8 +13,13 @@ import (
 // Workload is a batch of queries over one protected table, as linear queries
 // over the product domain of Columns.
 type Workload struct {
-	Table   *catalog.Table
-	Columns []*catalog.Column // the batch's columns, in table order; the product domain's axes
+	Table *catalog.Table
+	// Columns are the batch's columns, in table order: the product domain's
+	// axes. A column that drops values (null: drop, out_of_domain: drop)
+	// and that some query of the batch does not read is the batch's copy
+	// with a dropped cell (catalog.Column.WithDroppedCell), so that query
+	// still counts the rows the others drop.
+	Columns []*catalog.Column
 	Queries []*Query
 }
 
@@ -37,22 +41,108 @@ func (w *Workload) Cells() int {
 	return n
 }
 
-// Query is one compiled statement. Its workload rows are Aggregates[a] ∘ e_g
-// for every aggregate a and every group g of the product of GroupCols' domains
-// (one group when GroupCols is empty).
+// Measured reports whether some answer of the batch needs a measurement:
+// false when every aggregate of every query is zero by construction (a
+// fact about the declared domain), so the batch is answered exactly at no
+// privacy cost.
+func (w *Workload) Measured() bool {
+	for _, q := range w.Queries {
+		if q.Measured() {
+			return true
+		}
+	}
+	return false
+}
+
+// Query is one compiled statement.
+//
+// Its groups: GroupCols are the GROUP BY columns grouped cell by cell (a
+// plain group g is a cell of their product, row-major), and ExprGroups are
+// the distinct label tuples that the GROUP BY expressions take over the
+// domain (one empty group when there are none), each a set of cells. An
+// output row is a pair (plain group, expression group) that the query's
+// WHERE admits on some cell of the domain: groups excluded by construction
+// are not returned.
+//
+// Its workload rows are Aggregates[a] ∘ e_g for every aggregate a and plain
+// group g, where Aggregates[b*len(ExprGroups)+e] is base aggregate b
+// restricted to expression group e (see Agg).
 type Query struct {
-	Source     *parser.Query
-	Text       string
-	GroupCols  []int    // indexes into Workload.Columns
-	Aggregates []Linear // distinct measured linear functionals
-	Items      []Item   // output columns, then hidden ones
+	Source    *parser.Query
+	Text      string
+	GroupCols []int // indexes into Workload.Columns, grouped cell by cell
+	// Keys are the GROUP BY keys in written order.
+	Keys       []Key
+	ExprGroups []ExprGroup
+	Aggregates []Linear
+	// Bases is the number of base aggregates.
+	Bases int
+	// Rows are the output groups, in declared order.
+	Rows []Row
+	// Live[a][g] reports whether aggregate a's row at plain group g is
+	// non-zero over the domain. A zero row is known exactly without
+	// measuring it (0; or NULL for a SUM or AVG over no value).
+	Live  [][]bool
+	Items []Item // output columns, then hidden ones
 	// Visible is how many of Items are output columns; the rest are
-	// aggregates HAVING or ORDER BY use without selecting them.
+	// aggregates or keys HAVING or ORDER BY use without selecting them.
 	Visible int
-	// Having is Source.Having with every aggregate resolved to an item.
+	// Having is what remains of Source.Having once its conditions on the
+	// group keys alone have joined the WHERE: post-processing per row.
 	Having Condition
 	// Order resolves Source.OrderBy to items.
 	Order []OrderKey
+	// Why says, for EXPLAIN, why nothing of the query is measured ("" when
+	// something is).
+	Why string
+}
+
+// Key is one GROUP BY key: a plain column (Plain, an index into
+// GroupCols) or an expression (Expr, an index into a group's Labels).
+type Key struct {
+	Plain, Expr int // -1 when not that kind
+	Text        string
+}
+
+// ExprGroup is one group of the GROUP BY expressions: its label per
+// expression key.
+type ExprGroup struct {
+	Labels []any
+}
+
+// Row is one output group.
+type Row struct {
+	Plain int // the plain group, row-major over GroupCols
+	Expr  int // index into ExprGroups
+}
+
+// Agg is the index in Aggregates of base aggregate b restricted to
+// expression group e.
+func (q *Query) Agg(b, e int) int { return b*len(q.ExprGroups) + e }
+
+// Measured reports whether some aggregate row of q is not zero by
+// construction.
+func (q *Query) Measured() bool {
+	for _, l := range q.Live {
+		for _, v := range l {
+			if v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// LiveRows is the number of plain groups where aggregate a is not zero by
+// construction: the rows a direct measurement must answer.
+func (q *Query) LiveRows(a int) int {
+	n := 0
+	for _, v := range q.Live[a] {
+		if v {
+			n++
+		}
+	}
+	return n
 }
 
 // Condition is a HAVING predicate over items: post-processing on noisy values.
@@ -69,12 +159,16 @@ type (
 		Op    parser.CompareOp
 		Value float64
 	}
+	// CondKeys is a condition on the group keys: its truth per output row
+	// (a public fact), inside a HAVING that also tests aggregates.
+	CondKeys struct{ Rows []bool }
 )
 
 func (CondAnd) isCondition()     {}
 func (CondOr) isCondition()      {}
 func (CondNot) isCondition()     {}
 func (CondCompare) isCondition() {}
+func (CondKeys) isCondition()    {}
 
 // OrderKey sorts output rows by Items[Item].
 type OrderKey struct {
@@ -82,7 +176,7 @@ type OrderKey struct {
 	Desc bool
 }
 
-// Groups is the number of groups (rows of output before HAVING/ORDER/LIMIT).
+// Groups is the number of plain groups (the product of GroupCols' domains).
 func (q *Query) Groups(w *Workload) int {
 	n := 1
 	for _, j := range q.GroupCols {
@@ -91,8 +185,8 @@ func (q *Query) Groups(w *Workload) int {
 	return n
 }
 
-// GroupCells decodes group g (row-major over GroupCols) into one cell
-// index per group column, written to cells (len(GroupCols)).
+// GroupCells decodes plain group g (row-major over GroupCols) into one
+// cell index per group column, written to cells (len(GroupCols)).
 func (q *Query) GroupCells(w *Workload, g int, cells []int) {
 	for i := len(q.GroupCols) - 1; i >= 0; i-- {
 		size := w.Columns[q.GroupCols[i]].Size()
@@ -101,39 +195,75 @@ func (q *Query) GroupCells(w *Workload, g int, cells []int) {
 	}
 }
 
-// ItemKind says how an output column is computed from the measured aggregates.
+// ItemKind says how an output column is computed.
 type ItemKind int
 
 const (
-	ItemGroup ItemKind = iota // the group's cell label of GroupCols[Group]
-	ItemAgg                   // Aggregates[Agg]
-	ItemRatio                 // Aggregates[Agg] / Aggregates[Den] (AVG)
-	ItemExpr                  // arithmetic over other items (Expr)
+	ItemGroup    ItemKind = iota // a group label: Labels[row]
+	ItemAgg                      // Aggregates[Agg] (a COUNT or SUM)
+	ItemRatio                    // Aggregates[Agg] / Aggregates[Den] (AVG)
+	ItemExpr                     // post-processing over other items (Expr)
+	ItemConst                    // a constant (Const)
+	ItemVariance                 // VAR_POP/VAR_SAMP/STDDEV... from COUNT (Den), SUM (Agg) and SUM of squares (Sq)
 )
 
-// ExprNode is arithmetic over items: post-processing of noisy values.
+// LabelType is the SQL type of a group label column.
+type LabelType int
+
+const (
+	LabelString LabelType = iota
+	LabelInt
+	LabelFloat
+)
+
+// ExprNode is post-processing over items: arithmetic and numeric functions
+// of noisy values, computed after the measurement, so free.
 type ExprNode struct {
-	Op          byte // '+', '-', '*', '/'; 0 for a leaf
+	Op          byte // '+', '-', '*', '/', 'd' (DIV), '%'; 0 for a leaf or a call
 	Left, Right *ExprNode
-	Item        int     // leaf: index into Query.Items; -1 for a number
-	Number      float64 // number leaf
+	Item        int     // leaf: index into Query.Items; -1 for a constant
+	Number      float64 // number leaf (NaN: NULL)
+	Func        string  // a function of Args
+	Args        []*ExprNode
 }
 
 // Item is one output column of a query.
 type Item struct {
-	Kind    ItemKind
-	Group   int // ItemGroup: index into GroupCols
-	Agg     int // ItemAgg, ItemRatio: numerator aggregate
-	Den     int // ItemRatio: denominator aggregate
-	Bar     parser.ErrorBar
-	Name    string
-	IsCount bool // a count: rounded to an integer and clamped at zero as post-processing
+	Kind ItemKind
+	// Labels is an ItemGroup's value per output row (int64, float64,
+	// string or nil), of type LabelType.
+	Labels    []any
+	LabelType LabelType
+	// Agg, Den, Sq are base aggregates (see Query.Agg): the numerator of a
+	// ratio or the SUM of a variance, the denominator COUNT, the SUM of
+	// squares.
+	Agg, Den, Sq int
+	Bar          parser.ErrorBar
+	Name         string
+	IsCount      bool // a count: rounded to an integer and clamped at zero as post-processing
+	// Integral reports that every weight is an integer, so the exact
+	// answer is one: the noisy value is rounded (post-processing).
+	Integral bool
+	// NonNeg, NonPos report that every weight is ≥ 0 (≤ 0): the noisy SUM
+	// is clamped at zero (post-processing).
+	NonNeg, NonPos bool
 	// Lo, Hi bound an AVG: the smallest and largest value its cells stand
 	// for. The true average lies between them, so clamping the noisy one
-	// into [Lo, Hi] is free post-processing that only reduces error.
+	// into [Lo, Hi] is free post-processing that only reduces error. For a
+	// variance, Hi bounds it ((max − min)² / 4).
 	Lo, Hi float64
-	// Expr is the arithmetic of an ItemExpr.
+	// Samp and Sqrt make a variance the sample variance (N − 1) and a
+	// standard deviation.
+	Samp, Sqrt bool
+	// Null[row] reports a SUM, AVG or variance over no value by
+	// construction: NULL, as in MySQL (nil: never).
+	Null []bool
+	// Expr is the post-processing of an ItemExpr.
 	Expr *ExprNode
+	// Const is an ItemConst's value (int64, float64, string or nil).
+	Const any
+	// Arg describes the aggregate's argument for EXPLAIN ("" for COUNT(*)).
+	Arg string
 }
 
 // Compile turns parsed aggregate queries over one table into a workload.
@@ -141,22 +271,37 @@ type Item struct {
 // and the public catalog.
 func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	w := &Workload{Table: t}
-	// The batch's columns: every column any query references, in table order.
+	// The batch's columns: every column any query reads, in table order.
+	refs := make([]map[string]bool, len(qs))
 	used := map[string]bool{}
-	for _, st := range qs {
-		if err := collectColumns(t, st.Query, used); err != nil {
+	for i, st := range qs {
+		r, err := references(t, st.Query)
+		if err != nil {
 			return nil, err
+		}
+		refs[i] = r
+		for c := range r {
+			used[c] = true
 		}
 	}
 	index := map[string]int{}
 	for _, c := range t.Columns {
-		if used[c.Name] {
-			index[c.Name] = len(w.Columns)
-			w.Columns = append(w.Columns, c)
+		if !used[c.Name] {
+			continue
 		}
+		all := true
+		for _, r := range refs {
+			all = all && r[c.Name]
+		}
+		if !all {
+			c = c.WithDroppedCell() // the queries that do not read c count its dropped rows
+		}
+		index[c.Name] = len(w.Columns)
+		w.Columns = append(w.Columns, c)
 	}
-	for _, st := range qs {
-		q, err := compileQuery(w, index, st)
+	c := newCompiler(w, index)
+	for i, st := range qs {
+		q, err := c.query(st, refs[i])
 		if err != nil {
 			return nil, err
 		}
@@ -165,314 +310,92 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	return w, nil
 }
 
-func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) error {
-	add := func(name, clause string) error {
-		c := t.Column(name)
-		if c == nil {
-			return parser.Errorf(parser.CodeBadField, "Unknown column '%s' in '%s'", name, clause)
-		}
-		used[c.Name] = true
-		return nil
-	}
-	var leaves func(e *parser.AggExpr) error
-	leaves = func(e *parser.AggExpr) error {
-		if e == nil {
-			return nil
-		}
-		if e.Leaf != nil && e.Leaf.Column != "" {
-			if err := add(e.Leaf.Column, "field list"); err != nil {
-				return err
+// references lists the columns a query reads (1054 for unknown ones).
+func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
+	out := map[string]bool{}
+	add := func(clause string, names ...string) error {
+		for _, name := range names {
+			if name == "" || name == "*" {
+				continue
 			}
+			c := t.Column(name)
+			if c == nil {
+				return parser.Errorf(parser.CodeBadField, "Unknown column '%s' in '%s'", name, clause)
+			}
+			out[c.Name] = true
 		}
-		if err := leaves(e.Left); err != nil {
-			return err
-		}
-		return leaves(e.Right)
+		return nil
 	}
 	for _, it := range q.Select {
-		if it.Column != "" {
-			if err := add(it.Column, "field list"); err != nil {
-				return err
-			}
-		}
-		if err := leaves(it.Expr); err != nil {
-			return err
+		if err := add("field list", parser.ItemColumns(it)...); err != nil {
+			return nil, err
 		}
 	}
-	for _, g := range q.GroupBy {
-		if err := add(g, "group statement"); err != nil {
-			return err
-		}
-	}
-	var walk func(p parser.Pred, clause string) error
-	walk = func(p parser.Pred, clause string) error {
-		switch p := p.(type) {
-		case nil, parser.Const:
-			return nil
-		case parser.AggCompare:
-			if p.Item.Column != "" {
-				return add(p.Item.Column, clause)
-			}
-		case parser.And:
-			for _, x := range p.Terms {
-				if err := walk(x, clause); err != nil {
-					return err
-				}
-			}
-		case parser.Or:
-			for _, x := range p.Terms {
-				if err := walk(x, clause); err != nil {
-					return err
-				}
-			}
-		case parser.Not:
-			return walk(p.Term, clause)
-		case parser.Compare:
-			return add(p.Column, clause)
-		case parser.In:
-			return add(p.Column, clause)
-		case parser.Between:
-			return add(p.Column, clause)
-		case parser.IsNull:
-			return add(p.Column, clause)
-		default:
-			return parser.Errorf(parser.CodeNotSupported, "unsupported predicate %T", p)
-		}
-		return nil
-	}
-	for _, o := range q.OrderBy {
-		if o.SelectIndex < 0 && o.Column != "" {
-			if err := add(o.Column, "order clause"); err != nil {
-				return err
-			}
-		}
-	}
-	if err := walk(q.Having, "having clause"); err != nil {
-		return err
-	}
-	return walk(q.Where, "where clause")
-}
-
-func compileQuery(w *Workload, index map[string]int, st *parser.Statement) (*Query, error) {
-	src := st.Query
-	d := len(w.Columns)
-	q := &Query{Source: src, Text: st.Text}
-	for _, g := range src.GroupBy {
-		q.GroupCols = append(q.GroupCols, index[w.Table.Column(g).Name])
-	}
-	where, err := truth(w, index, src.Where)
-	if err != nil {
+	if err := add("where clause", parser.PredColumns(q.Where)...); err != nil {
 		return nil, err
 	}
-	aggIndex := func(l Linear) int {
-		for i, a := range q.Aggregates {
-			if linearEqual(a, l) {
-				return i
-			}
-		}
-		q.Aggregates = append(q.Aggregates, l)
-		return len(q.Aggregates) - 1
+	if err := add("group statement", q.GroupBy...); err != nil {
+		return nil, err
 	}
-	countOf := func(col string) (int, error) {
-		if col == "" {
-			return aggIndex(where), nil
-		}
-		j := index[w.Table.Column(col).Name]
-		return aggIndex(Mul(where, single(d, j, notNull(w.Columns[j])))), nil
-	}
-	for _, it := range src.Select {
-		item := Item{Bar: it.Bar, Name: it.Alias}
-		if it.Expr != nil {
-			item.Kind = ItemExpr // resolved below, once hidden items can be added
-			q.Items = append(q.Items, item)
-			continue
-		}
-		switch it.Agg {
-		case parser.AggNone:
-			pos := slices.Index(q.GroupCols, index[w.Table.Column(it.Column).Name])
-			if pos < 0 {
-				return nil, parser.Errorf(parser.CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values", it.Column)
-			}
-			if it.Bar != parser.BarNone {
-				return nil, parser.Errorf(parser.CodeDPRefused, "error bars apply to aggregates, not to the group column '%s'", it.Column)
-			}
-			item.Kind, item.Group = ItemGroup, pos
-		case parser.AggCount:
-			item.Kind, item.IsCount = ItemAgg, true
-			item.Agg, _ = countOf("")
-		case parser.AggCountCol:
-			item.Kind, item.IsCount = ItemAgg, true
-			item.Agg, _ = countOf(it.Column)
-		case parser.AggSum, parser.AggAvg:
-			j := index[w.Table.Column(it.Column).Name]
-			col := w.Columns[j]
-			weights, err := sumWeights(col, it.Agg)
-			if err != nil {
-				return nil, err
-			}
-			item.Kind = ItemAgg
-			item.Agg = aggIndex(Mul(where, single(d, j, weights)))
-			if it.Agg == parser.AggAvg {
-				item.Kind = ItemRatio
-				item.Den, _ = countOf(it.Column)
-				item.Lo, item.Hi = math.Inf(1), math.Inf(-1)
-				for i, cell := range col.Cells() {
-					if cell.Kind == catalog.CellBin {
-						item.Lo, item.Hi = math.Min(item.Lo, weights[i]), math.Max(item.Hi, weights[i])
-					}
-				}
-			}
-		default:
-			return nil, parser.Errorf(parser.CodeNotSupported, "unsupported aggregate")
-		}
-		q.Items = append(q.Items, item)
-	}
-	q.Visible = len(q.Items)
-	// Aggregates HAVING and ORDER BY name are items too, hidden when not selected.
-	itemFor := func(it parser.SelectItem) (int, error) {
-		for i, x := range q.Source.Select {
-			if x.Expr == nil && x.Agg == it.Agg && x.Column == it.Column && x.Bar == parser.BarNone && it.Agg != parser.AggNone {
-				return i, nil
-			}
-		}
-		if it.Agg == parser.AggNone {
-			for i, x := range q.Source.Select {
-				if x.Expr == nil && x.Agg == parser.AggNone && x.Column == it.Column {
-					return i, nil
-				}
-			}
-			return 0, parser.Errorf(parser.CodeDPRefused, "ORDER BY %s: order by a column of the select list or by an aggregate", it.Column)
-		}
-		// Compile the aggregate on its own: without HAVING and ORDER BY, which
-		// would otherwise ask for their own hidden items again.
-		hidden := *src
-		hidden.Select = []parser.SelectItem{it}
-		hidden.Having, hidden.OrderBy = nil, nil
-		hq, err := compileQuery(w, index, &parser.Statement{Query: &hidden, Text: st.Text})
-		if err != nil {
-			return 0, err
-		}
-		item := hq.Items[0]
-		remap := func(k int) int {
-			for i, a := range q.Aggregates {
-				if linearEqual(a, hq.Aggregates[k]) {
-					return i
-				}
-			}
-			q.Aggregates = append(q.Aggregates, hq.Aggregates[k])
-			return len(q.Aggregates) - 1
-		}
-		item.Agg = remap(item.Agg)
-		if item.Kind == ItemRatio {
-			item.Den = remap(item.Den)
-		}
-		q.Items = append(q.Items, item)
-		return len(q.Items) - 1, nil
-	}
-	var expr func(e *parser.AggExpr) (*ExprNode, error)
-	expr = func(e *parser.AggExpr) (*ExprNode, error) {
-		if e.Op == 0 {
-			if e.Leaf == nil {
-				return &ExprNode{Item: -1, Number: e.Number}, nil
-			}
-			i, err := itemFor(*e.Leaf)
-			return &ExprNode{Item: i}, err
-		}
-		l, err := expr(e.Left)
-		if err != nil {
+	for _, g := range q.GroupExprs {
+		if err := add("group statement", parser.ExprColumns(g.Expr)...); err != nil {
 			return nil, err
 		}
-		r, err := expr(e.Right)
-		return &ExprNode{Op: e.Op, Left: l, Right: r}, err
 	}
-	for i, it := range src.Select {
-		if it.Expr != nil {
-			n, err := expr(it.Expr)
-			if err != nil {
-				return nil, err
-			}
-			q.Items[i].Expr = n
-		}
+	if err := add("having clause", parser.PredColumns(q.Having)...); err != nil {
+		return nil, err
 	}
-	var cond func(p parser.Pred) (Condition, error)
-	cond = func(p parser.Pred) (Condition, error) {
-		switch p := p.(type) {
-		case parser.AggCompare:
-			i, err := itemFor(p.Item)
-			return CondCompare{Item: i, Op: p.Op, Value: p.Value}, err
-		case parser.Not:
-			c, err := cond(p.Term)
-			return CondNot{Term: c}, err
-		case parser.And, parser.Or:
-			var terms []parser.Pred
-			if a, ok := p.(parser.And); ok {
-				terms = a.Terms
-			} else {
-				terms = p.(parser.Or).Terms
-			}
-			var cs []Condition
-			for _, x := range terms {
-				c, err := cond(x)
-				if err != nil {
-					return nil, err
-				}
-				cs = append(cs, c)
-			}
-			if _, ok := p.(parser.And); ok {
-				return CondAnd{Terms: cs}, nil
-			}
-			return CondOr{Terms: cs}, nil
-		}
-		return nil, parser.Errorf(parser.CodeDPRefused, "HAVING compares aggregates with numbers, e.g. HAVING COUNT(*) > 100")
-	}
-	if src.Having != nil {
-		c, err := cond(src.Having)
-		if err != nil {
+	for _, o := range q.OrderBy {
+		cols := []string{o.Column}
+		cols = append(cols, parser.ItemColumns(parser.SelectItem{Arg: o.Arg, Key: o.Key, Expr: o.Expr})...)
+		if err := add("order clause", cols...); err != nil {
 			return nil, err
 		}
-		q.Having = c
 	}
-	for _, o := range src.OrderBy {
-		if o.SelectIndex >= 0 && o.SelectIndex < q.Visible {
-			q.Order = append(q.Order, OrderKey{Item: o.SelectIndex, Desc: o.Desc})
-			continue
-		}
-		i, err := itemFor(parser.SelectItem{Agg: o.Agg, Column: o.Column})
-		if err != nil {
-			return nil, err
-		}
-		q.Order = append(q.Order, OrderKey{Item: i, Desc: o.Desc})
-	}
-	return q, nil
+	return out, nil
 }
 
-func sumWeights(c *catalog.Column, agg parser.AggFunc) ([]float64, error) {
-	name := map[parser.AggFunc]string{parser.AggSum: "SUM", parser.AggAvg: "AVG"}[agg]
-	if !c.IsNumeric() {
-		return nil, parser.Errorf(parser.CodeDPRefused, "%s(%s): %s is categorical; %s needs a numeric column (use COUNT(*) ... GROUP BY %s instead)", name, c.Name, c.Name, name, c.Name)
-	}
-	if c.OutOfDomain == catalog.PolicyOther {
-		return nil, parser.Errorf(parser.CodeDPRefused, "%s(%s): %s keeps out-of-domain values in an 'other' cell whose values are unknown; declare out_of_domain: clamp to sum it", name, c.Name, c.Name)
-	}
-	cells := c.Cells()
-	v := make([]float64, len(cells))
-	for i, cell := range cells {
-		if cell.Kind == catalog.CellBin {
-			v[i] = c.Midpoint(cell)
-		}
-	}
-	return v, nil
+// compiler compiles the queries of one batch.
+type compiler struct {
+	w     *Workload
+	index map[string]int // column name → axis
+	ev    *evaluator
+	cells [][]catalog.Cell // per axis
+	vals  [][]val          // per axis, per cell: what the cell stands for
 }
 
-func notNull(c *catalog.Column) []float64 {
-	cells := c.Cells()
-	v := make([]float64, len(cells))
-	for i, cell := range cells {
-		if cell.Kind != catalog.CellNull {
-			v[i] = 1
+func newCompiler(w *Workload, index map[string]int) *compiler {
+	c := &compiler{w: w, index: index, ev: newEvaluator(w.Table)}
+	for _, col := range w.Columns {
+		cells := col.Cells()
+		vs := make([]val, len(cells))
+		for i, cell := range cells {
+			vs[i] = cellVal(col, i, cell)
+		}
+		c.cells = append(c.cells, cells)
+		c.vals = append(c.vals, vs)
+	}
+	return c
+}
+
+// mask is the query's view of the batch: 0 on the dropped cell of every
+// column it reads (those rows do not count in it), 1 elsewhere.
+func (c *compiler) mask(refs map[string]bool) Linear {
+	l := ones(len(c.w.Columns))
+	for j, col := range c.w.Columns {
+		if !refs[col.Name] {
+			continue
+		}
+		if k := col.DroppedCellIndex(); k >= 0 {
+			keep := make([]float64, col.Size())
+			for i := range keep {
+				keep[i] = 1
+			}
+			keep[k] = 0
+			l = Mul(l, single(len(c.w.Columns), j, keep))
 		}
 	}
-	return v
+	return l
 }
 
 func linearEqual(a, b Linear) bool {
@@ -492,262 +415,7 @@ func linearEqual(a, b Linear) bool {
 	return true
 }
 
-// truth returns the predicate's truth table: 1 where SQL's three-valued
-// WHERE evaluates to TRUE, 0 where FALSE or UNKNOWN.
-func truth(w *Workload, index map[string]int, p parser.Pred) (Linear, error) {
-	tr, _, err := tv(w, index, p)
-	if err != nil {
-		return nil, err
-	}
-	if len(tr) > maxTerms {
-		return nil, parser.Errorf(parser.CodeDPRefused, "the WHERE clause is too complex (more than %d product terms across columns); split it into simpler queries", maxTerms)
-	}
-	return tr, nil
-}
-
-// tv returns the TRUE and FALSE indicator tables of p. UNKNOWN (from NULL
-// and out-of-domain cells) is neither, so NOT swaps them as SQL does.
-func tv(w *Workload, index map[string]int, p parser.Pred) (Linear, Linear, error) {
-	d := len(w.Columns)
-	switch p := p.(type) {
-	case nil:
-		return ones(d), nil, nil
-	case parser.Const:
-		if p.Value {
-			return ones(d), nil, nil
-		}
-		return nil, ones(d), nil
-	case parser.Not:
-		t, f, err := tv(w, index, p.Term)
-		return f, t, err
-	case parser.And, parser.Or:
-		var terms []parser.Pred
-		isAnd := false
-		switch p := p.(type) {
-		case parser.And:
-			terms, isAnd = p.Terms, true
-		case parser.Or:
-			terms = p.Terms
-		}
-		if len(terms) == 0 {
-			return ones(d), nil, nil
-		}
-		accT, accF, err := tv(w, index, terms[0])
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, x := range terms[1:] {
-			t, f, err := tv(w, index, x)
-			if err != nil {
-				return nil, nil, err
-			}
-			if isAnd { // T = T1·T2, F = F1 ∨ F2
-				accT, accF = Mul(accT, t), or(accF, f)
-			} else { // T = T1 ∨ T2, F = F1·F2
-				accT, accF = or(accT, t), Mul(accF, f)
-			}
-			if len(accT) > maxTerms || len(accF) > maxTerms {
-				return nil, nil, parser.Errorf(parser.CodeDPRefused, "the WHERE clause is too complex (more than %d product terms across columns); split it into simpler queries", maxTerms)
-			}
-		}
-		return accT, accF, nil
-	case parser.AggCompare:
-		return nil, nil, parser.Errorf(parser.CodeDPRefused, "aggregates belong in HAVING, not WHERE")
-	}
-	col, t, f, err := atom(w, p)
-	if err != nil {
-		return nil, nil, err
-	}
-	j := index[col.Name]
-	return single(d, j, t), single(d, j, f), nil
-}
-
-// or is a ∨ b = a + b − a·b for 0/1 tables.
-func or(a, b Linear) Linear {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	return AddScaled(AddScaled(a, 1, b), -1, Mul(a, b))
-}
-
-// atom evaluates a single-column predicate on each of the column's cells.
-func atom(w *Workload, p parser.Pred) (*catalog.Column, []float64, []float64, error) {
-	var name string
-	switch p := p.(type) {
-	case parser.Compare:
-		name = p.Column
-	case parser.In:
-		name = p.Column
-	case parser.Between:
-		name = p.Column
-	case parser.IsNull:
-		name = p.Column
-	}
-	c := w.Table.Column(name)
-	cells := c.Cells()
-	t := make([]float64, len(cells))
-	f := make([]float64, len(cells))
-	set := func(i int, v bool) {
-		if v {
-			t[i] = 1
-		} else {
-			f[i] = 1
-		}
-	}
-	switch p := p.(type) {
-	case parser.IsNull:
-		for i, cell := range cells {
-			set(i, (cell.Kind == catalog.CellNull) != p.Negated)
-		}
-		return c, t, f, nil
-	case parser.Compare:
-		for i, cell := range cells {
-			v, known, err := compareCell(c, cell, p.Op, p.Value)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			if known {
-				set(i, v)
-			}
-		}
-		return c, t, f, nil
-	case parser.Between:
-		for i, cell := range cells {
-			lo, k1, err := compareCell(c, cell, parser.OpGe, p.Lo)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			hi, k2, err := compareCell(c, cell, parser.OpLe, p.Hi)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			switch {
-			case k1 && k2:
-				set(i, (lo && hi) != p.Negated)
-			case (k1 && !lo) || (k2 && !hi): // FALSE AND UNKNOWN is FALSE
-				set(i, p.Negated)
-			}
-		}
-		return c, t, f, nil
-	case parser.In:
-		for i, cell := range cells {
-			any, unknown := false, false
-			for _, lit := range p.Values {
-				v, known, err := compareCell(c, cell, parser.OpEq, lit)
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				any = any || (known && v)
-				unknown = unknown || !known
-			}
-			switch {
-			case any:
-				set(i, !p.Negated)
-			case !unknown:
-				set(i, p.Negated)
-			}
-		}
-		return c, t, f, nil
-	}
-	return nil, nil, nil, parser.Errorf(parser.CodeNotSupported, "unsupported predicate")
-}
-
-// compareCell evaluates `column op lit` on every value a cell stands for.
-// known is false where SQL yields UNKNOWN (NULL cell, or the other cell of a
-// numeric column whose values are unknown). A comparison that is true for
-// some values of a bin and false for others cannot be answered from the
-// histogram and is refused, naming the bin edges to use instead.
-func compareCell(c *catalog.Column, cell catalog.Cell, op parser.CompareOp, lit parser.Literal) (value, known bool, err error) {
-	if cell.Kind == catalog.CellNull {
-		return false, false, nil
-	}
-	if c.Kind == catalog.Categorical {
-		if op != parser.OpEq && op != parser.OpNe {
-			return false, false, parser.Errorf(parser.CodeDPRefused, "%s is categorical: compare it with =, <>, IN or NOT IN, not %s", c.Name, op)
-		}
-		match := -1
-		for i, v := range c.Values {
-			if strings.EqualFold(v, lit.Text) {
-				match = i
-			}
-		}
-		if match < 0 {
-			return false, false, parser.Errorf(parser.CodeDPRefused, "'%s' is not in the declared domain of %s (%s)", lit.Text, c.Name, strings.Join(c.Values, ", "))
-		}
-		eq := cell.Kind == catalog.CellValue && strings.EqualFold(cell.Value, lit.Text)
-		return eq == (op == parser.OpEq), true, nil
-	}
-	x, perr := strconv.ParseFloat(strings.TrimSpace(lit.Text), 64)
-	if perr != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		return false, false, parser.Errorf(parser.CodeDPRefused, "%s is numeric: '%s' is not a number", c.Name, lit.Text)
-	}
-	if cell.Kind == catalog.CellOther {
-		return false, false, nil
-	}
-	// The values a bin stands for: integers lo..hi-1, or reals in [lo, hi) ([lo, hi] for the last bin).
-	lo, hi := cell.Lo, cell.Hi
-	last := cell.Hi == edgeMax(c)
-	allTrue, allFalse := false, false
-	if c.Kind == catalog.IntegerRange {
-		maxV := hi - 1
-		test := func(v float64) bool { return cmp(v, op, x) }
-		if op == parser.OpEq || op == parser.OpNe {
-			in := x >= lo && x <= maxV && x == math.Trunc(x)
-			if !in {
-				return op == parser.OpNe, true, nil
-			}
-			if lo == maxV {
-				return op == parser.OpEq, true, nil
-			}
-		} else {
-			a, b := test(lo), test(maxV)
-			allTrue, allFalse = a && b, !a && !b
-		}
-	} else {
-		closedHi := last
-		switch op {
-		case parser.OpLt:
-			allTrue, allFalse = hi < x || (!closedHi && hi <= x), lo >= x
-		case parser.OpLe:
-			allTrue, allFalse = hi <= x, lo > x
-		case parser.OpGt:
-			allTrue, allFalse = lo > x, hi <= x
-		case parser.OpGe:
-			allTrue, allFalse = lo >= x, hi < x || (!closedHi && hi <= x)
-		case parser.OpEq, parser.OpNe:
-			outside := x < lo || x > hi || (!closedHi && x == hi)
-			if outside {
-				return op == parser.OpNe, true, nil
-			}
-		}
-	}
-	switch {
-	case allTrue:
-		return true, true, nil
-	case allFalse:
-		return false, true, nil
-	}
-	return false, false, parser.Errorf(parser.CodeDPRefused, "%s %s %s splits the bin [%s, %s) of %s; the histogram cannot answer it. Use bin edges (%s)", c.Name, op, lit.Text, fmtNum(lo), fmtNum(hi), c.Name, edgeList(c))
-}
-
-func cmp(v float64, op parser.CompareOp, x float64) bool {
-	switch op {
-	case parser.OpLt:
-		return v < x
-	case parser.OpLe:
-		return v <= x
-	case parser.OpGt:
-		return v > x
-	case parser.OpGe:
-		return v >= x
-	case parser.OpEq:
-		return v == x
-	}
-	return v != x
-}
+func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func edgeMax(c *catalog.Column) float64 {
 	if c.Kind == catalog.IntegerRange {
@@ -755,8 +423,6 @@ func edgeMax(c *catalog.Column) float64 {
 	}
 	return c.Edges[len(c.Edges)-1]
 }
-
-func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func edgeList(c *catalog.Column) string {
 	var parts []string
@@ -770,3 +436,6 @@ func edgeList(c *catalog.Column) string {
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf(", upper end %s", fmtNum(edgeMax(c)))
 }
+
+// finiteWeight reports whether a weight is a usable finite number.
+func finiteWeight(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) < 1<<53 }

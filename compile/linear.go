@@ -1,8 +1,3 @@
-// Package compile turns a batch of parsed DP queries into a workload: linear
-// queries over the product domain of the columns the batch touches, kept
-// structured as sums of Kronecker products of per-column vectors so that a
-// large product domain never needs a dense vector. It touches no data and
-// no noise.
 package compile
 
 import "slices"

@@ -120,7 +120,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			i++
 			continue
 		case parser.KindDomainList:
-			r, err := domainList(t, st.Query)
+			r, err := domainList(t, st)
 			if err != nil {
 				return nil, err
 			}
@@ -229,6 +229,16 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	w, err := compile.Compile(t, sts)
 	if err != nil {
 		return nil, err
+	}
+	if !w.Measured() {
+		// Every answer is a fact about the declared domain (groups the WHERE
+		// excludes by construction, COUNT 0, SUM NULL): exact, nothing
+		// measured, nothing charged, no ledger entry — like LIMIT 0.
+		out := make([]*Result, len(w.Queries))
+		for q, qu := range w.Queries {
+			out[q] = assemble(w, qu, nil, nil)
+		}
+		return out, nil
 	}
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)

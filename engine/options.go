@@ -154,6 +154,9 @@ func maxStderr(p *planner.Plan) float64 {
 		group := make([]int, len(qu.GroupCols))
 		for a := range qu.Aggregates {
 			for g := 0; g < qu.Groups(w); g++ {
+				if !qu.Live[a][g] {
+					continue // zero by construction: exact
+				}
 				qu.GroupCells(w, g, group)
 				worst = math.Max(worst, p.Variance(q, a, group))
 			}

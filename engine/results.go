@@ -19,21 +19,6 @@ import (
 // z95 is the two-sided 95% normal quantile (for intervals of ratios).
 const z95 = 1.959963984540054
 
-func cellValue(c *catalog.Column, cell catalog.Cell) any {
-	switch cell.Kind {
-	case catalog.CellNull:
-		return nil
-	case catalog.CellValue:
-		return cell.Value
-	case catalog.CellOther:
-		return "other"
-	}
-	if c.Kind == catalog.IntegerRange {
-		return int64(cell.Lo)
-	}
-	return cell.Lo
-}
-
 func columnType(c *catalog.Column) ColumnType {
 	switch c.Kind {
 	case catalog.IntegerRange:
@@ -44,8 +29,19 @@ func columnType(c *catalog.Column) ColumnType {
 	return TypeString
 }
 
-// measured is one query's noisy aggregates: per aggregate, per group, the
-// value, its exact variance and the half-width of its 95% interval.
+func labelType(t compile.LabelType) ColumnType {
+	switch t {
+	case compile.LabelInt:
+		return TypeInt64
+	case compile.LabelFloat:
+		return TypeFloat64
+	}
+	return TypeString
+}
+
+// measured is one query's noisy aggregates: per aggregate, per plain
+// group, the value, its exact variance and the half-width of its 95%
+// interval.
 type measured struct {
 	vals, vars, half [][]float64
 }
@@ -62,70 +58,94 @@ func measuredFrom(p *planner.Plan, ans *exec.Answers, q int) *measured {
 	return m
 }
 
+// answer is one aggregate row's answer: exact (variance 0) where the row is
+// zero by construction, else the noisy value.
+type answer struct {
+	v, variance, half float64
+	known             bool // measured or exact; false when nothing was measured for it
+}
+
+func aggAnswer(q *compile.Query, m *measured, base int, r compile.Row) answer {
+	a := q.Agg(base, r.Expr)
+	if !q.Live[a][r.Plain] {
+		return answer{known: true} // zero on every cell: exactly 0
+	}
+	if m == nil {
+		return answer{}
+	}
+	return answer{v: m.vals[a][r.Plain], variance: m.vars[a][r.Plain], half: m.half[a][r.Plain], known: true}
+}
+
 type row struct {
-	group  int
-	cells  []int     // the group's cell per group column: ORDER BY a group column sorts by the declared order
 	values []any     // visible and hidden items
 	keys   []float64 // numeric value per item for HAVING/ORDER (NaN for labels)
 }
 
-// assemble turns noisy aggregates into rows: labels per group, rounding
-// counts, ratios, error bars, then HAVING, ORDER BY and LIMIT, all
-// post-processing on noisy values. only, if not nil, lists the groups to
-// show in that order (a top-k selection); m is nil when nothing was measured.
+// assemble turns noisy aggregates into rows: labels per group, exact
+// answers for rows that are zero by construction, rounding, ratios,
+// variances, error bars, then HAVING, ORDER BY and LIMIT, all
+// post-processing on noisy values. only, if not nil, lists the output rows
+// (indexes into q.Rows) to show, in that order (a top-k selection); m is
+// nil when nothing was measured.
 func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *Result {
 	res := &Result{}
 	for _, it := range q.Items[:q.Visible] {
 		col := Column{Name: it.Name, Type: TypeFloat64}
 		switch {
 		case it.Kind == compile.ItemGroup:
-			col.Type = columnType(w.Columns[q.GroupCols[it.Group]])
-		case it.IsCount && it.Bar == parser.BarNone:
+			col.Type = labelType(it.LabelType)
+		case it.Kind == compile.ItemConst:
+			switch it.Const.(type) {
+			case int64:
+				col.Type = TypeInt64
+			case string, nil:
+				col.Type = TypeString
+			}
+		case (it.IsCount || it.Integral) && it.Bar == parser.BarNone && (it.Kind == compile.ItemAgg || it.Kind == compile.ItemExpr):
 			col.Type = TypeInt64
 		}
 		res.Columns = append(res.Columns, col)
 	}
-	cells := make([][]catalog.Cell, len(q.GroupCols))
-	for i, j := range q.GroupCols {
-		cells[i] = w.Columns[j].Cells()
-	}
-	groups := only
-	if groups == nil {
-		for g := 0; g < q.Groups(w); g++ {
-			groups = append(groups, g)
+	rowIdx := only
+	if rowIdx == nil {
+		for r := range q.Rows {
+			rowIdx = append(rowIdx, r)
 		}
 	}
-	idx := make([]int, len(q.GroupCols))
 	var rows []row
-	for _, g := range groups {
-		q.GroupCells(w, g, idx)
-		r := row{group: g, cells: append([]int(nil), idx...)}
+	for _, r := range rowIdx {
+		var rw row
 		for _, it := range q.Items {
-			v, key := itemValue(w, q, it, idx, cells, g, m)
-			r.values = append(r.values, v)
-			r.keys = append(r.keys, key)
+			v, key := itemValue(q, it, r, m)
+			rw.values = append(rw.values, v)
+			rw.keys = append(rw.keys, key)
 		}
-		// Arithmetic over items, once every item it uses has its value.
+		// Post-processing over items, once every item it uses has its value.
 		for i, it := range q.Items {
-			if it.Kind == compile.ItemExpr && m != nil {
-				x := evalExpr(it.Expr, r.keys)
-				r.keys[i] = x
-				if !math.IsNaN(x) && !math.IsInf(x, 0) {
-					r.values[i] = x
+			if it.Kind == compile.ItemExpr {
+				x := compile.EvalPost(it.Expr, rw.keys)
+				rw.keys[i] = x
+				switch {
+				case math.IsNaN(x) || math.IsInf(x, 0):
+					rw.values[i] = nil
+				case it.Integral:
+					rw.values[i] = int64(math.Round(x))
+				default:
+					rw.values[i] = round4(x)
 				}
 			}
 		}
-		if q.Having != nil && !holds(q.Having, r.keys) {
+		if q.Having != nil && !holds(q.Having, rw.keys, r) {
 			continue
 		}
-		rows = append(rows, r)
+		rows = append(rows, rw)
 	}
 	// A top-k selection without measured values keeps the mechanism's order;
 	// otherwise ORDER BY sorts on the noisy values (post-processing).
 	if len(q.Order) > 0 && (only == nil || m != nil) {
 		sort.SliceStable(rows, func(a, b int) bool {
 			for _, k := range q.Order {
-				if q.Items[k.Item].Kind == compile.ItemGroup { // labels sort by value, as MySQL does
+				if kind := q.Items[k.Item].Kind; kind == compile.ItemGroup || kind == compile.ItemConst { // labels sort by value, as MySQL does
 					if c := compareLabels(rows[a].values[k.Item], rows[b].values[k.Item]); c != 0 {
 						return (c < 0) != k.Desc
 					}
@@ -148,35 +168,104 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	return res
 }
 
-func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, m *measured) (any, float64) {
-	if it.Kind == compile.ItemGroup {
-		c := w.Columns[q.GroupCols[it.Group]]
-		return cellValue(c, cells[it.Group][idx[it.Group]]), math.NaN()
-	}
-	if m == nil || it.Kind == compile.ItemExpr {
+func itemValue(q *compile.Query, it compile.Item, r int, m *measured) (any, float64) {
+	row := q.Rows[r]
+	switch it.Kind {
+	case compile.ItemGroup:
+		return it.Labels[r], math.NaN()
+	case compile.ItemConst:
+		switch c := it.Const.(type) {
+		case int64:
+			return c, float64(c)
+		case float64:
+			return c, c
+		}
+		return it.Const, math.NaN()
+	case compile.ItemExpr:
 		return nil, math.NaN()
 	}
-	if it.Kind == compile.ItemRatio {
-		num, den := m.vals[it.Agg][g], m.vals[it.Den][g]
-		if den < 1 {
-			den = 1 // post-processing: a noisy count below one means too few rows to average
+	if it.Null != nil && it.Null[r] {
+		return nil, math.NaN() // over no value by construction: NULL, as in MySQL
+	}
+	switch it.Kind {
+	case compile.ItemRatio:
+		num, den := aggAnswer(q, m, it.Agg, row), aggAnswer(q, m, it.Den, row)
+		if !num.known || !den.known {
+			return nil, math.NaN()
 		}
-		v := num / den
+		d := den.v
+		if d < 1 {
+			d = 1 // post-processing: a noisy count below one means too few rows to average
+		}
+		v := num.v / d
 		// Delta-method standard error of a ratio of noisy estimates.
-		sd := math.Sqrt(m.vars[it.Agg][g]/(den*den) + v*v*m.vars[it.Den][g]/(den*den))
+		sd := math.Sqrt(num.variance/(d*d) + v*v*den.variance/(d*d))
 		lo, hi := v-z95*sd, v+z95*sd
 		// The true average lies in [Lo, Hi]: clamping there is free and only helps.
 		clamp := func(x float64) float64 { return math.Min(math.Max(x, it.Lo), it.Hi) }
-		return bar(it.Bar, clamp(v), sd, clamp(lo), clamp(hi), false)
+		return bar(it, clamp(v), sd, clamp(lo), clamp(hi))
+	case compile.ItemVariance:
+		return variance(q, it, row, m)
 	}
-	v := m.vals[it.Agg][g]
-	sd := math.Sqrt(m.vars[it.Agg][g])
-	h := m.half[it.Agg][g]
-	return bar(it.Bar, v, sd, v-h, v+h, it.IsCount)
+	a := aggAnswer(q, m, it.Agg, row)
+	if !a.known {
+		return nil, math.NaN()
+	}
+	sd := math.Sqrt(a.variance)
+	return bar(it, a.v, sd, a.v-a.half, a.v+a.half)
 }
 
-func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) {
-	switch b {
+// variance estimates VAR_POP (VAR_SAMP, STDDEV...) from one measurement of
+// COUNT(x) = N, SUM(x) = S and SUM(x²) = Q:
+//
+//	VAR_POP = (Q − (S² − Var S)/N) / N,
+//
+// where subtracting Var S (exact, from the plan) removes the bias the noise
+// adds to S² (E[Ŝ²] = S² + Var S); the division by the noisy N keeps a
+// second-order bias of relative size Var N / N². VAR_SAMP multiplies by
+// N/(N − 1) and is NULL while the noisy N is below 2; STDDEV is the square
+// root. The estimate is clamped into [0, (max − min)²/4], the range any
+// variance of values in the domain lies in (post-processing). Its standard
+// error is the delta method's, with the three answers' errors added in
+// absolute value (an upper bound whatever their correlation).
+func variance(q *compile.Query, it compile.Item, row compile.Row, m *measured) (any, float64) {
+	n, s, sq := aggAnswer(q, m, it.Den, row), aggAnswer(q, m, it.Agg, row), aggAnswer(q, m, it.Sq, row)
+	if !n.known || !s.known || !sq.known {
+		return nil, math.NaN()
+	}
+	N := math.Max(n.v, 1)
+	if it.Samp && n.v < 2 {
+		return nil, math.NaN()
+	}
+	v := (sq.v - (s.v*s.v-s.variance)/N) / N
+	dQ, dS, dN := 1/N, -2*s.v/(N*N), -sq.v/(N*N)+2*s.v*s.v/(N*N*N)
+	sd := math.Abs(dQ)*math.Sqrt(sq.variance) + math.Abs(dS)*math.Sqrt(s.variance) + math.Abs(dN)*math.Sqrt(n.variance)
+	if it.Samp {
+		v, sd = v*N/(N-1), sd*N/(N-1)
+	}
+	top := it.Hi
+	if it.Samp {
+		top = it.Hi * N / (N - 1)
+	}
+	clamp := func(x float64) float64 { return math.Min(math.Max(x, 0), top) }
+	lo, hi := clamp(v-z95*sd), clamp(v+z95*sd)
+	v = clamp(v)
+	if it.Sqrt {
+		// d√V = dV / (2√V); at V near 0 the square root of the bound.
+		root := math.Sqrt(v)
+		if root > 0 {
+			sd = sd / (2 * root)
+		} else {
+			sd = math.Sqrt(sd)
+		}
+		v, lo, hi = root, math.Sqrt(lo), math.Sqrt(hi)
+	}
+	return bar(it, v, sd, lo, hi)
+}
+
+// bar shows an aggregate's value or the error bar asked for.
+func bar(it compile.Item, v, sd, lo, hi float64) (any, float64) {
+	switch it.Bar {
 	case parser.BarStderr:
 		return sd, sd
 	case parser.BarCILow:
@@ -186,8 +275,18 @@ func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) 
 		hi = round4(hi)
 		return hi, hi
 	}
-	if isCount {
-		c := math.Max(0, math.Round(v))
+	// A SUM of weights of one sign has that sign (post-processing).
+	if it.NonNeg {
+		v = math.Max(v, 0)
+	}
+	if it.NonPos {
+		v = math.Min(v, 0)
+	}
+	if it.IsCount || (it.Integral && it.Kind == compile.ItemAgg) {
+		c := math.Round(v)
+		if c == 0 {
+			c = 0 // no -0
+		}
 		return int64(c), c
 	}
 	// SUM and AVG are shown to four decimals, as MySQL shows an AVG
@@ -232,48 +331,26 @@ func compareLabels(a, b any) int {
 	return strings.Compare(sa, sb)
 }
 
-// evalExpr computes arithmetic over items' noisy values; division by zero
-// is NULL, as in MySQL.
-func evalExpr(e *compile.ExprNode, keys []float64) float64 {
-	if e.Op == 0 {
-		if e.Item < 0 {
-			return e.Number
-		}
-		return keys[e.Item]
-	}
-	l, r := evalExpr(e.Left, keys), evalExpr(e.Right, keys)
-	switch e.Op {
-	case '+':
-		return l + r
-	case '-':
-		return l - r
-	case '*':
-		return l * r
-	}
-	if r == 0 {
-		return math.NaN()
-	}
-	return l / r
-}
-
-func holds(c compile.Condition, keys []float64) bool {
+func holds(c compile.Condition, keys []float64, r int) bool {
 	switch c := c.(type) {
 	case compile.CondAnd:
 		for _, t := range c.Terms {
-			if !holds(t, keys) {
+			if !holds(t, keys, r) {
 				return false
 			}
 		}
 		return true
 	case compile.CondOr:
 		for _, t := range c.Terms {
-			if holds(t, keys) {
+			if holds(t, keys, r) {
 				return true
 			}
 		}
 		return false
 	case compile.CondNot:
-		return !holds(c.Term, keys)
+		return !holds(c.Term, keys, r)
+	case compile.CondKeys:
+		return c.Rows[r]
 	case compile.CondCompare:
 		x := keys[c.Item]
 		switch c.Op {
@@ -338,42 +415,34 @@ func emptyResult(t *catalog.Table, q *parser.Query) (*Result, error) {
 	return res, nil
 }
 
-// domainList answers SELECT c FROM t GROUP BY c with the declared domain:
-// public, so free.
-func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
+// domainList answers SELECT c FROM t GROUP BY c (or GROUP BY an expression
+// of columns) with the declared domain, or its image under the key: public,
+// so free.
+func domainList(t *catalog.Table, st *parser.Statement) (*Result, error) {
+	q := st.Query
+	cp := *st
+	cp.Kind = parser.KindAggregate
+	w, err := compile.Compile(t, []*parser.Statement{&cp})
+	if err != nil {
+		return nil, err
+	}
+	cq := w.Queries[0]
 	res := &Result{}
-	var cols []*catalog.Column
-	for _, it := range q.Select {
-		c := t.Column(it.Column)
-		if c == nil {
-			return nil, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'field list'", it.Column)
-		}
-		cols = append(cols, c)
-		res.Columns = append(res.Columns, Column{Name: it.Alias, Type: columnType(c)})
+	for _, it := range cq.Items[:cq.Visible] {
+		res.Columns = append(res.Columns, Column{Name: it.Name, Type: labelType(it.LabelType)})
 	}
-	var rec func(i int, prefix []any)
-	rec = func(i int, prefix []any) {
-		if i == len(cols) {
-			res.Rows = append(res.Rows, append([]any(nil), prefix...))
-			return
+	for r := range cq.Rows {
+		var row []any
+		for _, it := range cq.Items[:cq.Visible] {
+			row = append(row, it.Labels[r])
 		}
-		for _, cell := range cols[i].Cells() {
-			rec(i+1, append(prefix, cellValue(cols[i], cell)))
-		}
+		res.Rows = append(res.Rows, row)
 	}
-	rec(0, nil)
 	// Without ORDER BY the declared order; with it, by value as MySQL sorts.
 	sort.SliceStable(res.Rows, func(a, b int) bool {
 		for _, o := range q.OrderBy {
 			i := o.SelectIndex
-			if i < 0 {
-				for k, it := range q.Select {
-					if it.Column == o.Column {
-						i = k
-					}
-				}
-			}
-			if i < 0 || i >= len(cols) {
+			if i < 0 || i >= len(res.Columns) {
 				continue
 			}
 			if c := compareLabels(res.Rows[a][i], res.Rows[b][i]); c != 0 {
@@ -402,6 +471,29 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	if err != nil {
 		return nil, err
 	}
+	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
+	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
+	var dom []string
+	for _, c := range w.Columns {
+		dom = append(dom, fmt.Sprintf("%s(%d)", c.Name, c.Size()))
+	}
+	add("table", t.Name)
+	if len(sts) > 1 {
+		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
+	}
+	add("columns", strings.Join(dom, " × "))
+	add("cells", fmt.Sprint(w.Cells()))
+	for q, qu := range w.Queries {
+		if !qu.Measured() {
+			add(fmt.Sprintf("query %d", q+1), "answered exactly from the declared domain, nothing measured: "+qu.Why)
+		}
+	}
+	if !w.Measured() {
+		add("measurement", "none: every answer is known from the declared domain")
+		add("epsilon charged if run", "0 (no ledger entry)")
+		add("charged", "nothing (EXPLAIN)")
+		return res, nil
+	}
 	opt, cost, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
@@ -416,18 +508,6 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	if err != nil {
 		return nil, e.internal("plan", err)
 	}
-	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
-	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
-	var dom []string
-	for _, c := range w.Columns {
-		dom = append(dom, fmt.Sprintf("%s(%d)", c.Name, c.Size()))
-	}
-	add("table", t.Name)
-	if len(sts) > 1 {
-		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
-	}
-	add("columns", strings.Join(dom, " × "))
-	add("cells", fmt.Sprint(w.Cells()))
 	add("noise", string(opt.Noise))
 	if opt.Noise == catalog.Gaussian {
 		add("rho", fmt.Sprintf("%g", opt.Rho))
@@ -438,7 +518,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, w.Queries[0].Groups(w), selEps))
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, len(w.Queries[0].Rows), selEps))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
@@ -454,25 +534,73 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
 	}
+	sizes := w.Sizes()
 	for q, qu := range w.Queries {
 		for i, it := range qu.Items[:qu.Visible] {
-			if it.Kind == compile.ItemGroup {
+			name := fmt.Sprintf("query %d column %d (%s)", q+1, i+1, it.Name)
+			var parts []int // base aggregates shown
+			switch it.Kind {
+			case compile.ItemAgg:
+				parts = []int{it.Agg}
+			case compile.ItemRatio:
+				parts = []int{it.Agg, it.Den}
+			case compile.ItemVariance:
+				parts = []int{it.Den, it.Agg, it.Sq}
+			default:
 				continue
 			}
-			lo, hi := math.Inf(1), math.Inf(-1)
-			group := make([]int, len(qu.GroupCols))
-			for g := 0; g < qu.Groups(w); g++ {
-				qu.GroupCells(w, g, group)
-				sd := math.Sqrt(plan.Variance(q, it.Agg, group))
-				lo, hi = math.Min(lo, sd), math.Max(hi, sd)
+			if it.Bar != parser.BarNone {
+				continue
 			}
-			name := fmt.Sprintf("stderr query %d column %d (%s)", q+1, i+1, it.Name)
-			if it.Kind == compile.ItemRatio {
-				add(name, fmt.Sprintf("numerator %.4g..%.4g (ratio depends on the noisy denominator)", lo, hi))
-			} else if lo == hi {
-				add(name, fmt.Sprintf("%.4g", lo))
-			} else {
-				add(name, fmt.Sprintf("%.4g..%.4g", lo, hi))
+			var sds, ws []string
+			for _, b := range parts {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				wlo, whi := math.Inf(1), math.Inf(-1)
+				group := make([]int, len(qu.GroupCols))
+				for e := range qu.ExprGroups {
+					a := qu.Agg(b, e)
+					for g := 0; g < qu.Groups(w); g++ {
+						if !qu.Live[a][g] {
+							continue
+						}
+						qu.GroupCells(w, g, group)
+						sd := math.Sqrt(plan.Variance(q, a, group))
+						lo, hi = math.Min(lo, sd), math.Max(hi, sd)
+					}
+					if w.Cells() <= 1<<20 {
+						for _, x := range planner.Dense(qu.Aggregates[a], sizes) {
+							wlo, whi = math.Min(wlo, x), math.Max(whi, x)
+						}
+					}
+				}
+				switch {
+				case math.IsInf(lo, 1):
+					sds = append(sds, "0 (exact)")
+				case lo == hi:
+					sds = append(sds, fmt.Sprintf("%.4g", lo))
+				default:
+					sds = append(sds, fmt.Sprintf("%.4g..%.4g", lo, hi))
+				}
+				if !math.IsInf(wlo, 1) {
+					ws = append(ws, fmt.Sprintf("[%g, %g], sensitivity alone %g", wlo, whi, math.Max(math.Abs(wlo), math.Abs(whi))))
+				}
+			}
+			switch it.Kind {
+			case compile.ItemRatio:
+				add("stderr "+name, fmt.Sprintf("numerator %s, denominator %s (the ratio's error is the delta method's of both)", sds[0], sds[1]))
+			case compile.ItemVariance:
+				add("stderr "+name, fmt.Sprintf("COUNT %s, SUM %s, SUM of squares %s (combined by the delta method)", sds[0], sds[1], sds[2]))
+			default:
+				add("stderr "+name, sds[0])
+			}
+			if len(ws) > 0 {
+				labels := map[compile.ItemKind][]string{compile.ItemAgg: {"weights"}, compile.ItemRatio: {"numerator weights", "denominator weights"},
+					compile.ItemVariance: {"COUNT weights", "SUM weights", "SUM of squares weights"}}[it.Kind]
+				for k, x := range ws {
+					if k < len(labels) {
+						add(labels[k]+" "+name, x)
+					}
+				}
 			}
 		}
 	}

@@ -37,7 +37,7 @@ func isTopK(w *compile.Workload, q *compile.Query) bool {
 		return false
 	}
 	it := q.Items[q.Order[0].Item]
-	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(q.Groups(w))
+	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(len(q.Rows))
 }
 
 // measuresValues reports whether a top-k query needs noisy values after the
@@ -135,13 +135,18 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	if err != nil {
 		return nil, err
 	}
+	// The candidates are the output rows: groups the WHERE admits by
+	// construction (a public fact), each with its exact count.
 	order := q.Order[0]
-	counts := exec.Contract(q.Aggregates[q.Items[order.Item].Agg], x, w.Sizes(), q.GroupCols)
-	utilities := make([]int64, len(counts))
-	for g, c := range counts {
-		utilities[g] = int64(math.Round(c))
+	counts := make([][]float64, len(q.ExprGroups))
+	utilities := make([]int64, len(q.Rows))
+	for r, row := range q.Rows {
+		if counts[row.Expr] == nil {
+			counts[row.Expr] = exec.Contract(q.Aggregates[q.Agg(q.Items[order.Item].Agg, row.Expr)], x, w.Sizes(), q.GroupCols)
+		}
+		utilities[r] = int64(math.Round(counts[row.Expr][row.Plain]))
 		if !order.Desc {
-			utilities[g] = -utilities[g]
+			utilities[r] = -utilities[r]
 		}
 	}
 	r := noise.NewRand()

@@ -80,7 +80,9 @@ func (h *Histograms) Close() error {
 
 // Histogram returns the counts of t's rows over the product domain of cols
 // (row-major, last column fastest). Rows whose value in some column is
-// dropped by that column's policy are not counted.
+// dropped by that column's policy are not counted, unless the column is a
+// batch's copy with a dropped cell (catalog.Column.WithDroppedCell), which
+// counts them.
 func (h *Histograms) Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.Column) ([]float64, error) {
 	h.mu.Lock()
 	src := h.sources[t.Source]
@@ -180,7 +182,7 @@ func histogramSQL(t *catalog.Table, cols []*catalog.Column) (string, []any) {
 }
 
 // binExpr maps a column value to its cell index, or -1 when the column's
-// policy drops it.
+// policy drops it and the batch has no dropped cell for it.
 func binExpr(c *catalog.Column) (string, []any) {
 	col := quoteIdent(c.Name)
 	cells := c.Cells()
@@ -190,17 +192,9 @@ func binExpr(c *catalog.Column) (string, []any) {
 			declared++
 		}
 	}
-	other := -1
-	if c.OutOfDomain == catalog.PolicyOther {
-		other = declared
-	}
-	nullCell := -1
-	switch c.Null {
-	case catalog.PolicyCell:
-		nullCell = len(cells) - 1
-	case catalog.PolicyOther:
-		nullCell = other
-	}
+	// The catalog says where NULLs and out-of-domain values go: their
+	// cell, the batch's dropped cell, or -1 (the row is left out).
+	other, nullCell := c.OtherCell(), c.NullCell()
 	var b strings.Builder
 	var args []any
 	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN %d", col, nullCell)

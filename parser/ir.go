@@ -43,6 +43,10 @@ const (
 	AggCountCol                // COUNT(c): non-NULL values of c
 	AggSum                     // SUM(c)
 	AggAvg                     // AVG(c)
+	AggVarPop                  // VAR_POP(c), VARIANCE(c)
+	AggVarSamp                 // VAR_SAMP(c)
+	AggStdPop                  // STDDEV_POP(c), STDDEV(c), STD(c)
+	AggStdSamp                 // STDDEV_SAMP(c)
 )
 
 // ErrorBar wraps an aggregate to ask for its error instead of its value.
@@ -58,21 +62,38 @@ const (
 // SelectItem is one output column.
 type SelectItem struct {
 	Agg    AggFunc
-	Column string   // the column for AggNone, AggCountCol, AggSum, AggAvg (lower-case, unqualified)
-	Bar    ErrorBar // error bar requested around Agg
-	Alias  string   // output name: the alias, else the expression as written (MySQL style)
-	// Expr, when not nil, is arithmetic over aggregates (SUM(c) / COUNT(*),
-	// COUNT(*) * 2): computed from the noisy aggregates, so free
-	// post-processing. Agg is then AggNone and Column empty.
+	Column string // the column for AggNone, AggCountCol, AggSum, AggAvg ... (lower-case, unqualified)
+	// Arg is the aggregate's argument when it is an expression rather than
+	// a bare column (COUNT(CASE ...), SUM(1), AVG(age * 2)); Column is then
+	// empty.
+	Arg   Expr
+	Bar   ErrorBar // error bar requested around Agg
+	Alias string   // output name: the alias, else the expression as written (MySQL style)
+	// Expr, when not nil, is post-processing over aggregates and constants
+	// (SUM(c) / COUNT(*), POWER(AVG(c), 2), 3): computed from the noisy
+	// aggregates, so free. Agg is then AggNone and Column empty.
 	Expr *AggExpr
+	// Key, when not nil (Agg AggNone), is an expression of domain columns
+	// that is a GROUP BY key or a function of the keys (FLOOR(age / 10) * 10).
+	Key Expr
 }
 
-// AggExpr is a tree of + - * / over aggregates and numbers.
+// AggExpr is post-processing over aggregates and constants: + - * / DIV %,
+// numeric functions, numbers, strings and NULL.
 type AggExpr struct {
-	Op          byte // '+', '-', '*', '/'; 0 for a leaf
+	Op          byte // '+', '-', '*', '/', 'd' (DIV), '%'; 0 for a leaf or a call
 	Left, Right *AggExpr
-	Leaf        *SelectItem // an aggregate leaf (Agg and Column set)
-	Number      float64     // a number leaf, when Leaf is nil
+	Leaf        *SelectItem // an aggregate leaf (Agg and Column or Arg set)
+	Number      float64     // a number leaf, when nothing else is set
+	// Func is a numeric function of Args (lower-case: power, sqrt, round,
+	// truncate, floor, ceil, abs, sign, exp, ln, log, log2, log10, mod,
+	// greatest, least, ifnull, coalesce, pi).
+	Func string
+	Args []*AggExpr
+	// Str is a string constant when IsStr; Null is the constant NULL.
+	Str   string
+	IsStr bool
+	Null  bool
 }
 
 // Query is a DP query over one protected table.
@@ -82,18 +103,28 @@ type Query struct {
 	Select  []SelectItem
 	Where   Pred     // nil means TRUE
 	GroupBy []string // column names, lower-case; GROUP BY 1 resolved to the select item's column
-	Having  Pred     // over aggregates; nil if absent (post-processing)
+	// GroupExprs are the GROUP BY keys that are expressions of columns.
+	GroupExprs []GroupExpr
+	// Having is nil if absent. Its AggCompare terms compare aggregates
+	// (post-processing on noisy values); its other terms are conditions on
+	// the group keys, with select-list aliases resolved to their
+	// expressions (a filter on the public group key: a WHERE).
+	Having  Pred
 	OrderBy []OrderItem
 	Limit   *int64
 }
 
 // OrderItem orders the output rows. Exactly one of Column / SelectIndex is meaningful:
 // SelectIndex >= 0 refers to a select item (an alias, a position, or an aggregate that appears in the select list);
-// Agg != AggNone with SelectIndex < 0 is an aggregate that is not selected (ORDER BY COUNT(*) DESC for top-k).
+// Agg != AggNone with SelectIndex < 0 is an aggregate that is not selected (ORDER BY COUNT(*) DESC for top-k),
+// with Column or Arg its argument; Key a group key expression and Expr post-processing, neither selected.
 type OrderItem struct {
 	SelectIndex int
 	Agg         AggFunc
 	Column      string
+	Arg         Expr
+	Key         Expr
+	Expr        *AggExpr
 	Desc        bool
 }
 
@@ -130,9 +161,11 @@ type (
 		Column  string
 		Negated bool
 	}
-	// AggCompare is `aggregate op number` in HAVING (post-processing on noisy values).
+	// AggCompare is `aggregate op number` in HAVING (post-processing on
+	// noisy values); Item is an aggregate (Agg with Column or Arg) or
+	// post-processing over aggregates (Expr).
 	AggCompare struct {
-		Item  SelectItem // Agg and Column identify the aggregate
+		Item  SelectItem
 		Op    CompareOp
 		Value float64
 	}
@@ -158,10 +191,11 @@ const (
 	OpLe
 	OpGt
 	OpGe
+	OpNullSafeEq // <=>: NULL <=> NULL is true, never UNKNOWN (ExprCompare only)
 )
 
 func (o CompareOp) String() string {
-	return [...]string{"=", "<>", "<", "<=", ">", ">="}[o]
+	return [...]string{"=", "<>", "<", "<=", ">", ">=", "<=>"}[o]
 }
 
 // Literal is a constant as written. Clients interpolate parameters as quoted

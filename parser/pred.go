@@ -9,10 +9,7 @@ import (
 )
 
 // whereHelp says what a WHERE clause may hold.
-const whereHelp = "WHERE supports column = <> != < <= > >= literal, column [NOT] BETWEEN literal AND literal, column [NOT] IN (literals), column IS [NOT] NULL, combined with AND, OR, NOT and parentheses"
-
-// havingHelp says what a HAVING clause may hold.
-const havingHelp = "HAVING compares aggregates with numbers, e.g. HAVING COUNT(*) > 100 or HAVING n > 100 for an alias n, combined with AND, OR, NOT"
+const whereHelp = "WHERE supports comparisons (= <> != < <= > >= <=>), [NOT] BETWEEN, [NOT] IN (...), IS [NOT] NULL, [NOT] LIKE, [NOT] REGEXP of columns and expressions of columns, combined with AND, OR, XOR, NOT and parentheses"
 
 func notSupportedWhere(what string) *Error {
 	return Errorf(CodeNotSupported, "%s in WHERE is not supported: %s", what, whereHelp)
@@ -236,7 +233,8 @@ func not(p Pred) Pred {
 	return Not{Term: p}
 }
 
-// pred converts a WHERE expression.
+// pred converts a WHERE expression (or a condition inside CASE, IF or a
+// HAVING key condition: b.clause says which clause names are resolved in).
 func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 	switch e := e.(type) {
 	case *sqlparser.ParenExpr:
@@ -261,6 +259,17 @@ func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 			return nil, err
 		}
 		return or(l, r), nil
+	case *sqlparser.XorExpr:
+		// a XOR b = (a AND NOT b) OR (NOT a AND b), NULL when either is.
+		l, err := b.pred(e.Left)
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.pred(e.Right)
+		if err != nil {
+			return nil, err
+		}
+		return or(and(l, not(r)), and(not(l), r)), nil
 	case *sqlparser.NotExpr:
 		p, err := b.pred(e.Expr)
 		if err != nil {
@@ -273,10 +282,6 @@ func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 		return b.between(e)
 	case *sqlparser.IsExpr:
 		return b.isExpr(e)
-	case *sqlparser.XorExpr:
-		return nil, notSupportedWhere("XOR")
-	case *sqlparser.ColName:
-		return nil, Errorf(CodeNotSupported, "a bare column is not a condition: compare it with a value, e.g. WHERE %s = 1; %s", e.Name.String(), whereHelp)
 	case *sqlparser.UnaryExpr:
 		if e.Operator == sqlparser.BangStr {
 			p, err := b.pred(e.Expr)
@@ -285,6 +290,8 @@ func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 			}
 			return not(p), nil
 		}
+	case *sqlparser.Subquery, *sqlparser.ExistsExpr:
+		return nil, refuseSubquery(b.table)
 	}
 	lit, kind, err := literal(e)
 	if err != nil {
@@ -294,53 +301,50 @@ func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 	case litValue:
 		return Const{Value: mysqlNumber(lit.Text) != 0}, nil
 	case litNull:
-		return nil, notSupportedWhere("NULL as a condition")
+		return Truth{X: Value{Null: true}}, nil // UNKNOWN, also under NOT
 	}
-	return nil, b.unsupported(e, "WHERE")
+	// A bare expression as a condition: TRUE where it is a non-zero number.
+	x, err := b.expr(e, b.clause)
+	if err != nil {
+		return nil, err
+	}
+	return Truth{X: x}, nil
 }
 
-// unsupported explains why an expression is not a supported predicate.
-func (b *selectBuilder) unsupported(e sqlparser.Expr, clause string) *Error {
-	help := whereHelp
-	if clause == "HAVING" {
-		help = havingHelp
-	}
-	switch e.(type) {
-	case *sqlparser.Subquery, *sqlparser.ExistsExpr:
-		return refuseSubquery(b.table)
-	case *sqlparser.FuncExpr, *sqlparser.GroupConcatExpr, *sqlparser.ConvertExpr, *sqlparser.SubstrExpr,
-		*sqlparser.TrimExpr, *sqlparser.CaseExpr, *sqlparser.ExtractFuncExpr, *sqlparser.TimestampFuncExpr,
-		*sqlparser.ConvertUsingExpr, *sqlparser.CharExpr, *sqlparser.MatchExpr:
-		return Errorf(CodeNotSupported, "functions in %s (%s) are not supported: %s", clause, sqlparser.String(e), help)
-	case *sqlparser.BinaryExpr, *sqlparser.IntervalExpr:
-		return Errorf(CodeNotSupported, "arithmetic in %s (%s) is not supported: %s", clause, sqlparser.String(e), help)
-	case *sqlparser.ColName:
-		return Errorf(CodeNotSupported, "variables in %s (%s) are not supported: write the value as a literal; %s", clause, sqlparser.String(e), help)
-	}
-	return Errorf(CodeNotSupported, "%s in %s is not supported: %s", sqlparser.String(e), clause, help)
-}
-
-// operand is one side of a comparison: a column or a literal.
+// operand is one side of a comparison: a bare column, a literal, or (kind
+// notLiteral, column "") any other expression.
 type operand struct {
 	column string
 	lit    Literal
-	kind   litKind // notLiteral for a column
+	kind   litKind // notLiteral for a column or an expression
+	expr   Expr
 }
 
 func (b *selectBuilder) operand(e sqlparser.Expr) (operand, error) {
 	x := unparen(e)
 	if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
-		c, err := b.column(col, "where clause")
-		return operand{column: c}, err
+		ex, err := b.expr(col, b.clause)
+		if err != nil {
+			return operand{}, err
+		}
+		if c, ok := ex.(Col); ok {
+			return operand{column: c.Name, expr: ex}, nil
+		}
+		return operand{expr: ex}, nil
 	}
 	lit, kind, err := literal(x)
 	if err != nil {
 		return operand{}, err
 	}
-	if kind == notLiteral {
-		return operand{}, b.unsupported(x, "WHERE")
+	if kind != notLiteral {
+		v := Value{Lit: lit, Null: kind == litNull}
+		return operand{lit: lit, kind: kind, expr: v}, nil
 	}
-	return operand{lit: lit, kind: kind}, nil
+	ex, err := b.expr(x, b.clause)
+	if err != nil {
+		return operand{}, err
+	}
+	return operand{expr: ex}, nil
 }
 
 func (b *selectBuilder) comparison(e *sqlparser.ComparisonExpr) (Pred, error) {
@@ -348,13 +352,38 @@ func (b *selectBuilder) comparison(e *sqlparser.ComparisonExpr) (Pred, error) {
 	case sqlparser.InStr, sqlparser.NotInStr:
 		return b.in(e)
 	case sqlparser.LikeStr, sqlparser.NotLikeStr:
-		return nil, Errorf(CodeNotSupported, "LIKE is not supported: list the values with IN ('a', 'b', ...); %s", whereHelp)
+		x, err := b.expr(e.Left, b.clause)
+		if err != nil {
+			return nil, err
+		}
+		pat, err := b.expr(e.Right, b.clause)
+		if err != nil {
+			return nil, err
+		}
+		esc := `\`
+		if e.Escape != nil {
+			lit, kind, err := literal(e.Escape)
+			if err != nil || kind != litValue || len([]rune(lit.Text)) > 1 {
+				return nil, Errorf(CodeNotSupported, "ESCAPE takes one character in quotes: LIKE 'a!%%' ESCAPE '!'")
+			}
+			esc = lit.Text
+		}
+		return Like{X: x, Pattern: pat, Escape: esc, Negated: e.Operator == sqlparser.NotLikeStr}, nil
 	case sqlparser.RegexpStr, sqlparser.NotRegexpStr:
-		return nil, Errorf(CodeNotSupported, "REGEXP is not supported: list the values with IN ('a', 'b', ...); %s", whereHelp)
-	case sqlparser.NullSafeEqualStr:
-		return nil, Errorf(CodeNotSupported, "<=> is not supported: use = for values and IS NULL for NULL; %s", whereHelp)
+		x, err := b.expr(e.Left, b.clause)
+		if err != nil {
+			return nil, err
+		}
+		pat, err := b.expr(e.Right, b.clause)
+		if err != nil {
+			return nil, err
+		}
+		return Regexp{X: x, Pattern: pat, Negated: e.Operator == sqlparser.NotRegexpStr}, nil
 	}
 	op, ok := compareOp(e.Operator)
+	if e.Operator == sqlparser.NullSafeEqualStr {
+		op, ok = OpNullSafeEq, true
+	}
 	if !ok {
 		return nil, notSupportedWhere("the operator " + e.Operator)
 	}
@@ -366,22 +395,29 @@ func (b *selectBuilder) comparison(e *sqlparser.ComparisonExpr) (Pred, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.kind == litNull || r.kind == litNull {
-		return nil, Errorf(CodeNotSupported, "comparing with NULL is never true: use IS NULL or IS NOT NULL; %s", whereHelp)
-	}
 	switch {
-	case l.kind == notLiteral && r.kind == notLiteral:
-		return nil, Errorf(CodeNotSupported, "comparing two columns (%s %s %s) is not supported: compare a column with a literal; %s", l.column, op, r.column, whereHelp)
-	case l.kind == notLiteral:
+	case op == OpNullSafeEq:
+	case l.column != "" && r.kind == litValue:
 		return Compare{Column: l.column, Op: op, Value: r.lit}, nil
-	case r.kind == notLiteral:
+	case r.column != "" && l.kind == litValue:
 		return Compare{Column: r.column, Op: flip(op), Value: l.lit}, nil
+	case l.kind == litValue && r.kind == litValue:
+		return Const{Value: holds(op, compareLiterals(l.lit, r.lit))}, nil
 	}
-	return Const{Value: holds(op, compareLiterals(l.lit, r.lit))}, nil
+	if op == OpNullSafeEq && l.kind != notLiteral && r.kind != notLiteral {
+		if l.kind == litNull || r.kind == litNull {
+			return Const{Value: l.kind == r.kind}, nil
+		}
+		return Const{Value: compareLiterals(l.lit, r.lit) == 0}, nil
+	}
+	return ExprCompare{Left: l.expr, Op: op, Right: r.expr}, nil
 }
 
 func (b *selectBuilder) in(e *sqlparser.ComparisonExpr) (Pred, error) {
 	negated := e.Operator == sqlparser.NotInStr
+	if _, isTuple := unparen(e.Left).(sqlparser.ValTuple); isTuple {
+		return nil, notSupportedWhere("a row constructor (a, b) IN")
+	}
 	l, err := b.operand(e.Left)
 	if err != nil {
 		return nil, err
@@ -393,31 +429,35 @@ func (b *selectBuilder) in(e *sqlparser.ComparisonExpr) (Pred, error) {
 		}
 		return nil, notSupportedWhere("IN " + sqlparser.String(e.Right))
 	}
-	var values []Literal
+	var ops []operand
+	simple := true
 	for _, v := range tuple {
-		lit, kind, err := literal(v)
+		o, err := b.operand(v)
 		if err != nil {
 			return nil, err
 		}
-		switch kind {
-		case litNull:
-			return nil, Errorf(CodeNotSupported, "NULL in an IN list is not supported: use IS NULL; %s", whereHelp)
-		case notLiteral:
-			return nil, Errorf(CodeNotSupported, "IN takes a list of literals (%s is not one): %s", sqlparser.String(v), whereHelp)
-		}
-		values = append(values, lit)
+		simple = simple && o.kind == litValue
+		ops = append(ops, o)
 	}
-	switch l.kind {
-	case litNull:
-		return nil, Errorf(CodeNotSupported, "NULL IN (...) is never true: %s", whereHelp)
-	case litValue:
+	switch {
+	case simple && l.column != "":
+		var values []Literal
+		for _, o := range ops {
+			values = append(values, o.lit)
+		}
+		return In{Column: l.column, Values: values, Negated: negated}, nil
+	case simple && l.kind == litValue:
 		member := false
-		for _, v := range values {
-			member = member || compareLiterals(l.lit, v) == 0
+		for _, o := range ops {
+			member = member || compareLiterals(l.lit, o.lit) == 0
 		}
 		return Const{Value: member != negated}, nil
 	}
-	return In{Column: l.column, Values: values, Negated: negated}, nil
+	var list []Expr
+	for _, o := range ops {
+		list = append(list, o.expr)
+	}
+	return ExprIn{X: l.expr, List: list, Negated: negated}, nil
 }
 
 func (b *selectBuilder) between(e *sqlparser.RangeCond) (Pred, error) {
@@ -434,17 +474,14 @@ func (b *selectBuilder) between(e *sqlparser.RangeCond) (Pred, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lo.kind != litValue || hi.kind != litValue {
-		return nil, Errorf(CodeNotSupported, "BETWEEN takes two literals: column BETWEEN lo AND hi; %s", whereHelp)
-	}
-	switch x.kind {
-	case litNull:
-		return nil, Errorf(CodeNotSupported, "NULL BETWEEN ... is never true: %s", whereHelp)
-	case litValue:
+	switch {
+	case x.column != "" && lo.kind == litValue && hi.kind == litValue:
+		return Between{Column: x.column, Lo: lo.lit, Hi: hi.lit, Negated: negated}, nil
+	case x.kind == litValue && lo.kind == litValue && hi.kind == litValue:
 		in := compareLiterals(x.lit, lo.lit) >= 0 && compareLiterals(x.lit, hi.lit) <= 0
 		return Const{Value: in != negated}, nil
 	}
-	return Between{Column: x.column, Lo: lo.lit, Hi: hi.lit, Negated: negated}, nil
+	return ExprBetween{X: x.expr, Lo: lo.expr, Hi: hi.expr, Negated: negated}, nil
 }
 
 func (b *selectBuilder) isExpr(e *sqlparser.IsExpr) (Pred, error) {
@@ -455,13 +492,19 @@ func (b *selectBuilder) isExpr(e *sqlparser.IsExpr) (Pred, error) {
 	switch e.Operator {
 	case sqlparser.IsNullStr, sqlparser.IsNotNullStr:
 		negated := e.Operator == sqlparser.IsNotNullStr
-		if x.kind == notLiteral {
+		switch {
+		case x.column != "":
 			return IsNull{Column: x.column, Negated: negated}, nil
+		case x.kind != notLiteral:
+			return Const{Value: (x.kind == litNull) != negated}, nil
 		}
-		return Const{Value: (x.kind == litNull) != negated}, nil
+		return ExprIsNull{X: x.expr, Negated: negated}, nil
+	case sqlparser.IsTrueStr, sqlparser.IsNotTrueStr, sqlparser.IsFalseStr, sqlparser.IsNotFalseStr:
+	default:
+		return nil, notSupportedWhere(strings.ToUpper(e.Operator))
 	}
 	if x.kind == notLiteral {
-		return nil, Errorf(CodeNotSupported, "%s %s is not supported: compare the column with a value, e.g. %s = 1; %s", x.column, strings.ToUpper(e.Operator), x.column, whereHelp)
+		return Truth{X: x.expr, Test: e.Operator}, nil
 	}
 	truth := x.kind == litValue && mysqlNumber(x.lit.Text) != 0
 	falsity := x.kind == litValue && !truth
@@ -472,149 +515,6 @@ func (b *selectBuilder) isExpr(e *sqlparser.IsExpr) (Pred, error) {
 		return Const{Value: !truth}, nil
 	case sqlparser.IsFalseStr:
 		return Const{Value: falsity}, nil
-	case sqlparser.IsNotFalseStr:
-		return Const{Value: !falsity}, nil
 	}
-	return nil, notSupportedWhere(strings.ToUpper(e.Operator))
-}
-
-// having converts a HAVING clause; hasAgg reports that it names an
-// aggregate.
-func (b *selectBuilder) having() (p Pred, hasAgg bool, err error) {
-	if b.sel.Having == nil || b.sel.Having.Expr == nil {
-		return nil, false, nil
-	}
-	p, err = b.havingPred(b.sel.Having.Expr, &hasAgg)
-	return p, hasAgg, err
-}
-
-func (b *selectBuilder) havingPred(e sqlparser.Expr, hasAgg *bool) (Pred, error) {
-	switch e := e.(type) {
-	case *sqlparser.ParenExpr:
-		return b.havingPred(e.Expr, hasAgg)
-	case *sqlparser.AndExpr, *sqlparser.OrExpr:
-		var l, r sqlparser.Expr
-		if a, ok := e.(*sqlparser.AndExpr); ok {
-			l, r = a.Left, a.Right
-		} else {
-			o := e.(*sqlparser.OrExpr)
-			l, r = o.Left, o.Right
-		}
-		lp, err := b.havingPred(l, hasAgg)
-		if err != nil {
-			return nil, err
-		}
-		rp, err := b.havingPred(r, hasAgg)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := e.(*sqlparser.AndExpr); ok {
-			return and(lp, rp), nil
-		}
-		return or(lp, rp), nil
-	case *sqlparser.NotExpr:
-		p, err := b.havingPred(e.Expr, hasAgg)
-		if err != nil {
-			return nil, err
-		}
-		return not(p), nil
-	case *sqlparser.ComparisonExpr:
-		op, ok := compareOp(e.Operator)
-		if !ok {
-			return nil, Errorf(CodeNotSupported, "%s in HAVING is not supported: %s", strings.ToUpper(e.Operator), havingHelp)
-		}
-		if l, lk, _ := literal(e.Left); lk == litValue {
-			if r, rk, _ := literal(e.Right); rk == litValue {
-				return Const{Value: holds(op, compareLiterals(l, r))}, nil
-			}
-		}
-		if item, ok, err := b.aggRef(e.Left); ok || err != nil {
-			if err != nil {
-				return nil, err
-			}
-			v, err := number(e.Right)
-			if err != nil {
-				return nil, err
-			}
-			*hasAgg = true
-			return AggCompare{Item: item, Op: op, Value: v}, nil
-		}
-		if item, ok, err := b.aggRef(e.Right); ok || err != nil {
-			if err != nil {
-				return nil, err
-			}
-			v, err := number(e.Left)
-			if err != nil {
-				return nil, err
-			}
-			*hasAgg = true
-			return AggCompare{Item: item, Op: flip(op), Value: v}, nil
-		}
-	case *sqlparser.RangeCond:
-		item, ok, err := b.aggRef(e.Left)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			lo, err := number(e.From)
-			if err != nil {
-				return nil, err
-			}
-			hi, err := number(e.To)
-			if err != nil {
-				return nil, err
-			}
-			*hasAgg = true
-			p := and(AggCompare{Item: item, Op: OpGe, Value: lo}, AggCompare{Item: item, Op: OpLe, Value: hi})
-			if e.Operator == sqlparser.NotBetweenStr {
-				return not(p), nil
-			}
-			return p, nil
-		}
-	case sqlparser.BoolVal:
-		return Const{Value: bool(e)}, nil
-	}
-	return nil, Errorf(CodeNotSupported, "HAVING %s is not supported: %s; put conditions on group columns in WHERE", sqlparser.String(e), havingHelp)
-}
-
-// aggRef resolves an aggregate in HAVING: written out (COUNT(*)) or by the
-// alias of an aggregate select item.
-func (b *selectBuilder) aggRef(e sqlparser.Expr) (SelectItem, bool, error) {
-	x := unparen(e)
-	if col, ok := x.(*sqlparser.ColName); ok && col.Qualifier.IsEmpty() {
-		if i := b.byAlias(col.Name.String()); i >= 0 && b.items[i].kind == itemAgg {
-			return b.items[i].SelectItem, b.items[i].err == nil, b.items[i].err
-		}
-		for _, it := range b.items {
-			if it.kind == itemAgg && it.err == nil && it.Alias == col.Name.String() {
-				return it.SelectItem, true, nil // `COUNT(*)` in backquotes
-			}
-		}
-		return SelectItem{}, false, nil
-	}
-	item, ok, err := b.aggregate(x)
-	if ok && err == nil {
-		item.Alias = sqlparser.String(x)
-		for _, it := range b.items {
-			if it.kind == itemAgg && it.err == nil && it.Agg == item.Agg && it.Column == item.Column && it.Bar == item.Bar {
-				item.Alias = it.Alias
-				break
-			}
-		}
-	}
-	return item, ok, err
-}
-
-// number reads a numeric constant of HAVING ('5' and 5 alike).
-func number(e sqlparser.Expr) (float64, error) {
-	lit, kind, err := literal(e)
-	if err != nil {
-		return 0, err
-	}
-	if kind == litValue {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(lit.Text), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return f, nil
-		}
-	}
-	return 0, Errorf(CodeNotSupported, "HAVING compares an aggregate with a number (%s is not one): %s", sqlparser.String(e), havingHelp)
+	return Const{Value: !falsity}, nil
 }

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -11,15 +12,17 @@ import (
 const rowsRefusal = "dpproxy answers aggregate queries only: SELECT COUNT(*) ... [GROUP BY ...]; raw rows are never returned"
 
 // selectHelp says what a select list may hold.
-const selectHelp = "the select list takes GROUP BY columns and the aggregates COUNT(*), COUNT(c), SUM(c), AVG(c), each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH()"
+const selectHelp = "the select list takes GROUP BY keys (columns or expressions of columns), the aggregates COUNT(*), COUNT(x), SUM(x), AVG(x), VARIANCE(x), VAR_POP, VAR_SAMP, STD, STDDEV, STDDEV_POP, STDDEV_SAMP of columns or expressions x, each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH(), and numeric functions of aggregates and constants (POWER(AVG(x), 2), COUNT(*) / 2, 3)"
 
 type itemKind int
 
 const (
 	itemColumn itemKind = iota // a plain column
-	itemAgg                    // a supported aggregate (maybe with an error bar)
+	itemAgg                    // a supported aggregate (maybe with an error bar), or post-processing over aggregates
 	itemStar                   // * or t.*
-	itemOther                  // anything else: constants, expressions, refused aggregates
+	itemOther                  // anything else: refused aggregates and functions
+	itemKey                    // an expression of columns without aggregates: a group key, or a function of the keys
+	itemConst                  // a constant (3, 'x', NULL, 2 * PI()): post-processing in an aggregate query
 )
 
 // item is one parsed select expression.
@@ -32,11 +35,12 @@ type item struct {
 }
 
 type selectBuilder struct {
-	c     *classifier
-	sel   *sqlparser.Select
-	table sqlparser.TableName
-	alias string // table alias as written, "" if none
-	items []item
+	c      *classifier
+	sel    *sqlparser.Select
+	table  sqlparser.TableName
+	alias  string // table alias as written, "" if none
+	items  []item
+	clause string // the clause being converted, for 1054 messages and name resolution ("where clause", "having clause")
 }
 
 func unparen(e sqlparser.Expr) sqlparser.Expr {
@@ -84,7 +88,7 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if ate == nil {
 		return 0, nil, Errorf(CodeDPRefused, "joins and queries over more than one table are not supported when a protected table is involved: dpproxy answers aggregate queries over one protected table, e.g. SELECT a, COUNT(*) FROM %s WHERE ... GROUP BY a", strings.ToLower(prot[0].Name.String()))
 	}
-	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String()}
+	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String(), clause: "where clause"}
 	// MySQL resolves names before it judges anything else.
 	if err := b.checkNames(); err != nil {
 		return 0, nil, err
@@ -222,6 +226,14 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	limit, zero, limitErr := b.limit()
 	q.Limit = limit
 
+	for _, se := range sel.SelectExprs {
+		it := b.item(se)
+		if isBadField(it.err) {
+			return 0, nil, it.err
+		}
+		b.items = append(b.items, it)
+	}
+
 	var where Pred
 	var whereErr error
 	if sel.Where != nil && sel.Where.Expr != nil {
@@ -232,18 +244,10 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	}
 	empty := zero || (whereErr == nil && where == Const{Value: false})
 
-	for _, se := range sel.SelectExprs {
-		it := b.item(se)
-		if isBadField(it.err) {
-			return 0, nil, it.err
-		}
-		b.items = append(b.items, it)
-	}
-
 	if empty {
 		for _, it := range b.items {
 			si := it.SelectItem
-			if it.err != nil || it.kind == itemOther {
+			if it.err != nil || it.kind == itemOther || it.kind == itemConst || it.kind == itemKey {
 				si = SelectItem{Alias: it.Alias}
 			}
 			q.Select = append(q.Select, si)
@@ -251,8 +255,8 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 		if whereErr == nil {
 			q.Where = where
 		}
-		if g, err := b.groupBy(); err == nil {
-			q.GroupBy = g
+		if g, ge, err := b.groupBy(); err == nil {
+			q.GroupBy, q.GroupExprs = g, ge
 		}
 		if h, _, err := b.having(); err == nil {
 			q.Having = h
@@ -292,11 +296,11 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	if whereErr != nil {
 		return 0, nil, whereErr
 	}
-	groupBy, err := b.groupBy()
+	groupBy, groupExprs, err := b.groupBy()
 	if err != nil {
 		return 0, nil, err
 	}
-	q.GroupBy = groupBy
+	q.GroupBy, q.GroupExprs = groupBy, groupExprs
 	having, havingAgg, err := b.having()
 	if err != nil {
 		return 0, nil, err
@@ -308,7 +312,7 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	}
 	q.OrderBy = orderBy
 	for _, o := range orderBy {
-		if o.SelectIndex < 0 && o.Agg != AggNone {
+		if o.SelectIndex < 0 && (o.Agg != AggNone || o.Expr != nil) {
 			hasAgg = true
 		}
 	}
@@ -334,39 +338,73 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 				if !inGroup(it.Column) {
 					return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values; write SELECT %s, COUNT(*) FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
 				}
+			case itemKey:
+				if col, ok := b.keyDependent(it.Key, q); !ok {
+					return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns aggregates per group, never row values; write GROUP BY %s, or group by the expression itself", it.text, col, it.text)
+				}
+			}
+		}
+		if err := b.checkKeyConditions(q.Having, q); err != nil {
+			return 0, nil, err
+		}
+		for _, o := range q.OrderBy {
+			if o.Key != nil {
+				if col, ok := b.keyDependent(o.Key, q); !ok {
+					return 0, nil, Errorf(CodeDPRefused, "ORDER BY %s: column '%s' is not grouped; order by GROUP BY keys, aliases, positions or aggregates", sqlparser.String(b.sel.OrderBy[0].Expr), col)
+				}
 			}
 		}
 		return KindAggregate, q, nil
 	}
 
 	// No aggregate anywhere: a domain list, or row access.
-	if len(q.GroupBy) == 0 && !sel.QueryOpts.Distinct {
+	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 && !sel.QueryOpts.Distinct {
 		return 0, nil, Errorf(CodeDPRefused, "%s", rowsRefusal)
 	}
 	for _, it := range b.items {
-		if it.kind == itemOther {
-			return 0, nil, Errorf(CodeNotSupported, "%s is not supported here: a domain list selects its GROUP BY columns only (SELECT c FROM %s GROUP BY c); to count, write SELECT c, COUNT(*) FROM %s GROUP BY c", it.text, q.Table, q.Table)
+		if it.kind == itemOther || it.kind == itemConst {
+			return 0, nil, Errorf(CodeNotSupported, "%s is not supported here: a domain list selects its GROUP BY keys only (SELECT c FROM %s GROUP BY c); to count, write SELECT c, COUNT(*) FROM %s GROUP BY c", it.text, q.Table, q.Table)
 		}
 	}
-	if len(q.GroupBy) == 0 {
+	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 {
 		for _, it := range b.items {
-			if !inGroup(it.Column) {
+			if it.kind == itemKey {
+				q.GroupExprs = append(q.GroupExprs, GroupExpr{Pos: len(q.GroupBy) + len(q.GroupExprs), Expr: it.Key})
+			} else if !inGroup(it.Column) {
 				q.GroupBy = append(q.GroupBy, it.Column)
 			}
 		}
 	}
+	selectedKey := func(e Expr) bool {
+		for _, it := range b.items {
+			if it.kind == itemKey && reflect.DeepEqual(it.Key, e) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, it := range b.items {
-		if !inGroup(it.Column) {
+		if it.kind == itemColumn && !inGroup(it.Column) {
 			return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns the declared values of grouped columns, never row values; write SELECT %s FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
+		}
+		if it.kind == itemKey {
+			if col, ok := b.keyDependent(it.Key, q); !ok {
+				return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns the declared domain of its GROUP BY keys, never row values", it.text, col)
+			}
 		}
 	}
 	for _, g := range q.GroupBy {
 		found := false
 		for _, it := range b.items {
-			found = found || it.Column == g
+			found = found || (it.kind == itemColumn && it.Column == g)
 		}
 		if !found {
 			return 0, nil, Errorf(CodeNotSupported, "a domain list selects its GROUP BY columns: add %s to the select list, or count rows with SELECT %s, COUNT(*) FROM %s GROUP BY %s", g, g, q.Table, g)
+		}
+	}
+	for _, g := range q.GroupExprs {
+		if !selectedKey(g.Expr) {
+			return 0, nil, Errorf(CodeNotSupported, "a domain list selects its GROUP BY keys: add the GROUP BY expression to the select list, or count rows with SELECT ..., COUNT(*) FROM %s GROUP BY ...", q.Table)
 		}
 	}
 	if c, ok := q.Where.(Const); q.Where != nil && !(ok && c.Value) {
@@ -382,6 +420,154 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 		}
 	}
 	return KindDomainList, q, nil
+}
+
+// keyDependent reports whether e is a function of q's GROUP BY keys: every
+// column it reads is a plain GROUP BY column or lies inside a subexpression
+// equal to a GROUP BY expression (MySQL's rule for select-list, HAVING and
+// ORDER BY expressions under ONLY_FULL_GROUP_BY). col names the first
+// column that is not.
+func (b *selectBuilder) keyDependent(e Expr, q *Query) (col string, ok bool) {
+	for _, g := range q.GroupExprs {
+		if reflect.DeepEqual(g.Expr, e) {
+			return "", true
+		}
+	}
+	if c, isCol := e.(Col); isCol {
+		for _, g := range q.GroupBy {
+			if g == c.Name {
+				return "", true
+			}
+		}
+		return c.Name, false
+	}
+	bad := ""
+	forChildren(e, func(x Expr) {
+		if bad == "" {
+			if c, ok := b.keyDependent(x, q); !ok {
+				bad = c
+			}
+		}
+	}, func(p Pred) {
+		if bad == "" {
+			if c, ok := b.predKeyDependent(p, q); !ok {
+				bad = c
+			}
+		}
+	})
+	return bad, bad == ""
+}
+
+func (b *selectBuilder) predKeyDependent(p Pred, q *Query) (string, bool) {
+	bad := ""
+	check := func(es ...Expr) {
+		for _, e := range es {
+			if bad == "" && e != nil {
+				if c, ok := b.keyDependent(e, q); !ok {
+					bad = c
+				}
+			}
+		}
+	}
+	switch p := p.(type) {
+	case And:
+		for _, t := range p.Terms {
+			check(Cond{P: t})
+		}
+	case Or:
+		for _, t := range p.Terms {
+			check(Cond{P: t})
+		}
+	case Not:
+		check(Cond{P: p.Term})
+	case Compare:
+		check(Col{Name: p.Column})
+	case In:
+		check(Col{Name: p.Column})
+	case Between:
+		check(Col{Name: p.Column})
+	case IsNull:
+		check(Col{Name: p.Column})
+	case ExprCompare:
+		check(p.Left, p.Right)
+	case ExprIn:
+		check(p.X)
+		check(p.List...)
+	case ExprBetween:
+		check(p.X, p.Lo, p.Hi)
+	case ExprIsNull:
+		check(p.X)
+	case Like:
+		check(p.X, p.Pattern)
+	case Regexp:
+		check(p.X, p.Pattern)
+	case Truth:
+		check(p.X)
+	}
+	return bad, bad == ""
+}
+
+// checkKeyConditions checks that HAVING's conditions without aggregates
+// read only GROUP BY keys.
+func (b *selectBuilder) checkKeyConditions(p Pred, q *Query) error {
+	switch p := p.(type) {
+	case nil, Const, AggCompare:
+		return nil
+	case And:
+		for _, t := range p.Terms {
+			if err := b.checkKeyConditions(t, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Or:
+		for _, t := range p.Terms {
+			if err := b.checkKeyConditions(t, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Not:
+		return b.checkKeyConditions(p.Term, q)
+	}
+	if col, ok := b.predKeyDependent(p, q); !ok {
+		return Errorf(CodeDPRefused, "HAVING reads column '%s', which is not a GROUP BY key: filter rows with WHERE, or group by it", col)
+	}
+	return nil
+}
+
+// forChildren calls fe on each direct subexpression of e and fp on each
+// direct predicate.
+func forChildren(e Expr, fe func(Expr), fp func(Pred)) {
+	switch e := e.(type) {
+	case Arith:
+		fe(e.Left)
+		fe(e.Right)
+	case Neg:
+		fe(e.X)
+	case Call:
+		for _, a := range e.Args {
+			fe(a)
+		}
+	case Case:
+		if e.Operand != nil {
+			fe(e.Operand)
+		}
+		for _, w := range e.Whens {
+			if w.Cond != nil {
+				fp(w.Cond)
+			}
+			if w.Value != nil {
+				fe(w.Value)
+			}
+			fe(w.Then)
+		}
+		if e.Else != nil {
+			fe(e.Else)
+		}
+	case Cond:
+		fp(e.P)
+	}
 }
 
 func isBadField(err error) bool {
@@ -467,19 +653,43 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 		if agg, ok, err := b.aggregate(x); ok {
 			it.kind, it.err = itemAgg, err
 			if err == nil {
-				it.Agg, it.Column, it.Bar = agg.Agg, agg.Column, agg.Bar
+				it.Agg, it.Column, it.Arg, it.Bar = agg.Agg, agg.Column, agg.Arg, agg.Bar
 			}
 			return it
 		}
-		it.kind = itemOther
 		if hasAggregate(x) {
 			expr, err := b.aggExpr(x)
 			if err == nil {
 				it.kind, it.Expr = itemAgg, expr
 				return it
 			}
-			it.err = err
+			it.kind, it.err = itemOther, err
+			return it
 		}
+		if !hasColumn(x) {
+			// A constant: post-processing in an aggregate query.
+			expr, err := b.aggExpr(x)
+			if err == nil {
+				it.kind, it.Expr = itemConst, expr
+				return it
+			}
+			if _, isVar := x.(*sqlparser.ColName); isVar {
+				it.kind, it.err = itemOther, Errorf(CodeNotSupported, "variables (%s) are not supported in the select list of a DP query: %s", sqlparser.String(x), selectHelp)
+				return it
+			}
+			it.kind, it.err = itemOther, err
+			return it
+		}
+		key, err := b.expr(x, "field list")
+		if err != nil {
+			it.kind, it.err = itemOther, err
+			return it
+		}
+		if c, ok := key.(Col); ok {
+			it.kind, it.Column = itemColumn, c.Name
+			return it
+		}
+		it.kind, it.Key = itemKey, key
 		return it
 	default:
 		return item{kind: itemOther, text: sqlparser.String(se), SelectItem: SelectItem{Alias: sqlparser.String(se)},
@@ -487,17 +697,32 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 	}
 }
 
-// aggExpr parses arithmetic (+ - * /, unary minus, parentheses) over
-// aggregates and numbers.
+// hasColumn reports whether e reads a column of the table.
+func hasColumn(e sqlparser.Expr) bool {
+	found := false
+	_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+		if c, ok := n.(*sqlparser.ColName); ok && !isVariable(c) {
+			found = true
+		}
+		return !found, nil
+	}, e)
+	return found
+}
+
+// aggExpr parses post-processing over aggregates and constants: + - * /
+// DIV %, unary minus, parentheses, numeric functions, numbers, strings and
+// NULL.
 func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
 	e = unparen(e)
-	unsupported := Errorf(CodeNotSupported, "'%s': arithmetic over aggregates takes + - * / of aggregates (COUNT, SUM, AVG) and numbers, e.g. SUM(c) / COUNT(*); %s", sqlparser.String(e), selectHelp)
+	unsupported := Errorf(CodeNotSupported, "'%s': expressions over aggregates take + - * / DIV %% of aggregates (COUNT, SUM, AVG, VARIANCE, STDDEV ...), numbers and the functions %s; %s", sqlparser.String(e), funcNames(postFuncs), selectHelp)
 	switch x := e.(type) {
 	case *sqlparser.BinaryExpr:
 		var op byte
 		switch x.Operator {
-		case sqlparser.PlusStr, sqlparser.MinusStr, sqlparser.MultStr, sqlparser.DivStr:
+		case sqlparser.PlusStr, sqlparser.MinusStr, sqlparser.MultStr, sqlparser.DivStr, sqlparser.ModStr:
 			op = x.Operator[0]
+		case sqlparser.IntDivStr:
+			op = 'd'
 		default:
 			return nil, unsupported
 		}
@@ -511,23 +736,67 @@ func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
 		}
 		return &AggExpr{Op: op, Left: l, Right: r}, nil
 	case *sqlparser.UnaryExpr:
-		if x.Operator != sqlparser.UMinusStr {
-			return nil, unsupported
+		switch x.Operator {
+		case sqlparser.UMinusStr:
+			inner, err := b.aggExpr(x.Expr)
+			if err != nil {
+				return nil, err
+			}
+			return &AggExpr{Op: '-', Left: &AggExpr{Number: 0}, Right: inner}, nil
+		case sqlparser.UPlusStr:
+			return b.aggExpr(x.Expr)
 		}
-		inner, err := b.aggExpr(x.Expr)
-		if err != nil {
-			return nil, err
+		if lit, kind, err := literal(x); err == nil && kind == litValue && lit.Quoted {
+			return &AggExpr{Str: lit.Text, IsStr: true}, nil
 		}
-		return &AggExpr{Op: '-', Left: &AggExpr{Number: 0}, Right: inner}, nil
+		return nil, unsupported
 	case *sqlparser.SQLVal:
-		if x.Type != sqlparser.IntVal && x.Type != sqlparser.FloatVal {
-			return nil, unsupported
+		switch x.Type {
+		case sqlparser.IntVal, sqlparser.FloatVal:
+			f, err := strconv.ParseFloat(string(x.Val), 64)
+			if err != nil {
+				return nil, unsupported
+			}
+			return &AggExpr{Number: f}, nil
+		case sqlparser.StrVal:
+			return &AggExpr{Str: string(x.Val), IsStr: true}, nil
 		}
-		f, err := strconv.ParseFloat(string(x.Val), 64)
-		if err != nil {
-			return nil, unsupported
+		return nil, unsupported
+	case sqlparser.BoolVal:
+		if x {
+			return &AggExpr{Number: 1}, nil
 		}
-		return &AggExpr{Number: f}, nil
+		return &AggExpr{Number: 0}, nil
+	case *sqlparser.NullVal:
+		return &AggExpr{Null: true}, nil
+	case *sqlparser.FuncExpr:
+		name := x.Name.Lowered()
+		if spec, ok := postFuncs[name]; ok && x.Qualifier.IsEmpty() && !x.Distinct && x.Over == nil {
+			if len(x.Exprs) < spec.min || (spec.max >= 0 && len(x.Exprs) > spec.max) {
+				return nil, Errorf(CodeNotSupported, "Incorrect parameter count in the call to native function '%s'", strings.ToUpper(name))
+			}
+			out := &AggExpr{Func: spec.name}
+			for _, se := range x.Exprs {
+				a, ok := se.(*sqlparser.AliasedExpr)
+				if !ok {
+					return nil, unsupported
+				}
+				arg, err := b.aggExpr(a.Expr)
+				if err != nil {
+					return nil, err
+				}
+				out.Args = append(out.Args, arg)
+			}
+			return out, nil
+		}
+		if !sqlparser.Aggregates[name] && barOf(name) == BarNone && name != "any_value" {
+			return nil, refuseFunc(name, sqlparser.String(x))
+		}
+	case *sqlparser.ColName:
+		if isVariable(x) {
+			return nil, Errorf(CodeNotSupported, "variables (%s) are not supported in the select list of a DP query: %s", sqlparser.String(x), selectHelp)
+		}
+		return nil, Errorf(CodeNotSupported, "'%s': a column inside an expression over aggregates is not supported; select the GROUP BY key on its own, or aggregate an expression of it (SUM(%s * 2))", sqlparser.String(e), sqlparser.String(x))
 	}
 	agg, ok, err := b.aggregate(e)
 	if !ok {
@@ -537,9 +806,9 @@ func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
 		return nil, err
 	}
 	if agg.Bar != BarNone {
-		return nil, Errorf(CodeNotSupported, "error bars of arithmetic are not supported: select DP_STDERR of each aggregate")
+		return nil, Errorf(CodeNotSupported, "error bars of expressions are not supported: select DP_STDERR of each aggregate")
 	}
-	return &AggExpr{Leaf: &SelectItem{Agg: agg.Agg, Column: agg.Column}}, nil
+	return &AggExpr{Leaf: &SelectItem{Agg: agg.Agg, Column: agg.Column, Arg: agg.Arg}}, nil
 }
 
 // hasAggregate reports whether an aggregate call occurs anywhere in e.
@@ -603,7 +872,7 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 		name := f.Name.Lowered()
 		upper := strings.ToUpper(name)
 		if bar := barOf(name); bar != BarNone {
-			usage := Errorf(CodeNotSupported, "%s takes one aggregate: %s(COUNT(*)), %s(SUM(c)), %s(AVG(c)) or %s(COUNT(c))", upper, upper, upper, upper, upper)
+			usage := Errorf(CodeNotSupported, "%s takes one aggregate: %s(COUNT(*)), %s(SUM(x)), %s(AVG(x)), %s(COUNT(x)) or %s(STDDEV(x))", upper, upper, upper, upper, upper, upper)
 			if len(f.Exprs) != 1 || f.Distinct || f.Over != nil {
 				return SelectItem{}, true, usage
 			}
@@ -630,52 +899,66 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 		if f.Over != nil {
 			return SelectItem{}, true, Errorf(CodeNotSupported, "window functions (%s(...) OVER ...) are not supported; %s", upper, selectHelp)
 		}
+		arg := func(usage *Error) (string, Expr, error) {
+			if len(f.Exprs) != 1 {
+				return "", nil, usage
+			}
+			a, ok := f.Exprs[0].(*sqlparser.AliasedExpr)
+			if !ok {
+				return "", nil, usage
+			}
+			x := unparen(a.Expr)
+			if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
+				name, err := b.column(col, "field list")
+				return name, nil, err
+			}
+			if hasAggregate(x) {
+				return "", nil, Errorf(CodeNotSupported, "%s: aggregates cannot be nested (Invalid use of group function)", sqlparser.String(f))
+			}
+			saved := b.clause
+			b.clause = "field list"
+			defer func() { b.clause = saved }()
+			ex, err := b.expr(x, "field list")
+			if c, ok := ex.(Col); ok && err == nil {
+				return c.Name, nil, nil
+			}
+			return "", ex, err
+		}
 		switch name {
 		case "count":
 			if f.Distinct {
-				return SelectItem{}, true, Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(c), or list the declared values with SELECT c FROM t GROUP BY c")
+				return SelectItem{}, true, Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(x), or list the declared values with SELECT c FROM t GROUP BY c")
 			}
-			usage := Errorf(CodeNotSupported, "COUNT takes *, 1 or a column: COUNT(*), COUNT(1), COUNT(c)")
+			usage := Errorf(CodeNotSupported, "COUNT takes *, a column or an expression: COUNT(*), COUNT(c), COUNT(CASE WHEN ... THEN 1 END)")
 			if len(f.Exprs) != 1 {
 				return SelectItem{}, true, usage
 			}
-			switch a := f.Exprs[0].(type) {
-			case *sqlparser.StarExpr:
+			if a, ok := f.Exprs[0].(*sqlparser.StarExpr); ok {
 				if !a.TableName.IsEmpty() && !b.qualifierOK(a.TableName) {
 					return SelectItem{}, true, Errorf(CodeBadField, "Unknown column '%s.*' in 'field list'", a.TableName.Name.String())
 				}
 				return SelectItem{Agg: AggCount}, true, nil
-			case *sqlparser.AliasedExpr:
-				x := unparen(a.Expr)
-				if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
-					name, err := b.column(col, "field list")
-					return SelectItem{Agg: AggCountCol, Column: name}, true, err
-				}
-				lit, kind, err := literal(x)
-				if err == nil && kind == litValue && lit.Text != "" {
+			}
+			if a, ok := f.Exprs[0].(*sqlparser.AliasedExpr); ok {
+				if _, kind, err := literal(unparen(a.Expr)); err == nil && kind == litValue {
 					return SelectItem{Agg: AggCount}, true, nil // COUNT(1), COUNT('x'): every row
 				}
-				return SelectItem{}, true, usage
 			}
-			return SelectItem{}, true, usage
-		case "sum", "avg":
-			agg := map[string]AggFunc{"sum": AggSum, "avg": AggAvg}[name]
+			col, ex, err := arg(usage)
+			return SelectItem{Agg: AggCountCol, Column: col, Arg: ex}, true, err
+		case "sum", "avg", "variance", "var_pop", "var_samp", "std", "stddev", "stddev_pop", "stddev_samp":
+			agg := map[string]AggFunc{"sum": AggSum, "avg": AggAvg, "variance": AggVarPop, "var_pop": AggVarPop,
+				"var_samp": AggVarSamp, "std": AggStdPop, "stddev": AggStdPop, "stddev_pop": AggStdPop,
+				"stddev_samp": AggStdSamp}[name]
 			if f.Distinct {
-				return SelectItem{}, true, Errorf(CodeNotSupported, "%s(DISTINCT ...) is not supported: write %s(c)", upper, upper)
+				return SelectItem{}, true, Errorf(CodeNotSupported, "%s(DISTINCT ...) is not supported: write %s(x)", upper, upper)
 			}
-			if len(f.Exprs) == 1 {
-				if a, ok := f.Exprs[0].(*sqlparser.AliasedExpr); ok {
-					if col, ok := unparen(a.Expr).(*sqlparser.ColName); ok && !isVariable(col) {
-						name, err := b.column(col, "field list")
-						return SelectItem{Agg: agg, Column: name}, true, err
-					}
-				}
-			}
-			return SelectItem{}, true, Errorf(CodeNotSupported, "%s takes a column: %s(c); expressions inside aggregates are not supported", upper, upper)
+			col, ex, err := arg(Errorf(CodeNotSupported, "%s takes one column or expression: %s(x)", upper, upper))
+			return SelectItem{Agg: agg, Column: col, Arg: ex}, true, err
 		case "min", "max", "any_value", "json_arrayagg", "json_objectagg", "bit_and", "bit_or", "bit_xor":
-			return SelectItem{}, true, Errorf(CodeDPRefused, "%s is refused: it would reveal values of single rows; dpproxy answers COUNT(*), COUNT(c), SUM(c) and AVG(c), with GROUP BY over declared columns (the declared range of a column is in its catalog domain)", upper)
+			return SelectItem{}, true, Errorf(CodeDPRefused, "%s is refused: it would reveal values of single rows; dpproxy answers COUNT, SUM, AVG, VARIANCE and STDDEV of columns and expressions, with GROUP BY over declared columns (the declared range of a column is in its catalog domain)", upper)
 		default:
-			return SelectItem{}, true, Errorf(CodeNotSupported, "the aggregate %s is not supported: dpproxy answers COUNT(*), COUNT(c), SUM(c) and AVG(c), each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH()", upper)
+			return SelectItem{}, true, Errorf(CodeNotSupported, "the aggregate %s is not supported: dpproxy answers COUNT, SUM, AVG, VARIANCE, VAR_POP, VAR_SAMP, STD, STDDEV, STDDEV_POP and STDDEV_SAMP, each optionally wrapped in DP_STDERR(), DP_CI_LOW() or DP_CI_HIGH()", upper)
 		}
 	}
 	return SelectItem{}, false, nil
@@ -728,50 +1011,86 @@ func (b *selectBuilder) position(e sqlparser.Expr, clause string) (int, bool, er
 	return n - 1, true, nil
 }
 
-func (b *selectBuilder) groupBy() ([]string, error) {
-	var out []string
-	add := func(c string) {
-		for _, g := range out {
-			if g == c {
+// groupBy resolves the GROUP BY keys: plain columns, and expressions of
+// columns. A name is a column of the table first, then a select-list alias
+// (MySQL's order for GROUP BY); a position is a select item.
+func (b *selectBuilder) groupBy() ([]string, []GroupExpr, error) {
+	var plain []string
+	var exprs []GroupExpr
+	pos := 0
+	add := func(e Expr) {
+		if c, ok := e.(Col); ok {
+			for _, g := range plain {
+				if g == c.Name {
+					return
+				}
+			}
+			plain = append(plain, c.Name)
+			pos++
+			return
+		}
+		for _, g := range exprs {
+			if reflect.DeepEqual(g.Expr, e) {
 				return
 			}
 		}
-		out = append(out, c)
+		exprs = append(exprs, GroupExpr{Pos: pos, Expr: e})
+		pos++
+	}
+	fromItem := func(it item) error {
+		switch it.kind {
+		case itemColumn:
+			add(Col{Name: it.Column})
+		case itemKey:
+			add(it.Key)
+		default:
+			return Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table and expressions of them", it.Alias)
+		}
+		return nil
 	}
 	for _, g := range b.sel.GroupBy {
 		x := unparen(g)
 		if i, ok, err := b.position(x, "group statement"); ok {
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			it := b.items[i]
-			if it.kind != itemColumn {
-				return nil, Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table", it.Alias)
+			if err := fromItem(b.items[i]); err != nil {
+				return nil, nil, err
 			}
-			add(it.Column)
 			continue
 		}
-		col, ok := x.(*sqlparser.ColName)
-		if !ok || isVariable(col) {
-			return nil, Errorf(CodeNotSupported, "GROUP BY %s is not supported: GROUP BY takes columns of the table (or select-list positions and aliases); the groups are the column's declared domain", sqlparser.String(g))
-		}
-		if col.Qualifier.IsEmpty() {
-			if i := b.byAlias(col.Name.String()); i >= 0 {
-				it := b.items[i]
-				if it.kind != itemColumn {
-					return nil, Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table", it.Alias)
+		if col, ok := x.(*sqlparser.ColName); ok && !isVariable(col) {
+			if col.Qualifier.IsEmpty() && !b.isColumn(col.Name.String()) {
+				if i := b.byAlias(col.Name.String()); i >= 0 {
+					if err := fromItem(b.items[i]); err != nil {
+						return nil, nil, err
+					}
+					continue
 				}
-				add(it.Column)
-				continue
 			}
+			c, err := b.column(col, "group statement")
+			if err != nil {
+				return nil, nil, err
+			}
+			add(Col{Name: c})
+			continue
 		}
-		c, err := b.column(col, "group statement")
+		if hasAggregate(x) {
+			return nil, nil, Errorf(CodeNotSupported, "Can't group on '%s': GROUP BY takes columns of the table and expressions of them, not aggregates", sqlparser.String(g))
+		}
+		if !hasColumn(x) {
+			return nil, nil, Errorf(CodeNotSupported, "GROUP BY %s groups by a constant: remove it (a constant key does not split the groups)", sqlparser.String(g))
+		}
+		saved := b.clause
+		b.clause = "group statement"
+		e, err := b.expr(x, "group statement")
+		b.clause = saved
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		add(c)
+		add(e)
 	}
-	return out, nil
+	return plain, exprs, nil
 }
 
 func (b *selectBuilder) orderBy() ([]OrderItem, error) {
@@ -815,10 +1134,6 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 						break
 					}
 				}
-				if idx >= 0 {
-					out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
-					continue
-				}
 			}
 			if idx >= 0 {
 				out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
@@ -834,7 +1149,7 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 			}
 			idx := -1
 			for i, it := range b.items {
-				if it.kind == itemAgg && it.err == nil && it.Agg == agg.Agg && it.Column == agg.Column && it.Bar == agg.Bar {
+				if it.kind == itemAgg && it.err == nil && it.Expr == nil && sameAgg(it.SelectItem, agg) && it.Bar == agg.Bar {
 					idx = i
 					break
 				}
@@ -845,11 +1160,51 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 			if idx >= 0 {
 				out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
 			} else {
-				out = append(out, OrderItem{SelectIndex: -1, Agg: agg.Agg, Column: agg.Column, Desc: desc})
+				out = append(out, OrderItem{SelectIndex: -1, Agg: agg.Agg, Column: agg.Column, Arg: agg.Arg, Desc: desc})
 			}
 			continue
 		}
-		return nil, Errorf(CodeNotSupported, "ORDER BY %s is not supported: ORDER BY takes select-list columns, aliases or positions, or an aggregate such as COUNT(*)", sqlparser.String(o.Expr))
+		if hasAggregate(x) {
+			ex, err := b.aggExpr(x)
+			if err != nil {
+				return nil, err
+			}
+			idx := -1
+			for i, it := range b.items {
+				if it.kind == itemAgg && it.Expr != nil && reflect.DeepEqual(it.Expr, ex) {
+					idx = i
+					break
+				}
+			}
+			if idx >= 0 {
+				out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
+			} else {
+				out = append(out, OrderItem{SelectIndex: -1, Expr: ex, Desc: desc})
+			}
+			continue
+		}
+		if !hasColumn(x) {
+			continue // a constant: no ordering
+		}
+		saved := b.clause
+		b.clause = "order clause"
+		key, err := b.expr(x, "order clause")
+		b.clause = saved
+		if err != nil {
+			return nil, err
+		}
+		idx := -1
+		for i, it := range b.items {
+			if it.kind == itemKey && reflect.DeepEqual(it.Key, key) {
+				idx = i
+				break
+			}
+		}
+		if idx >= 0 {
+			out = append(out, OrderItem{SelectIndex: idx, Desc: desc})
+		} else {
+			out = append(out, OrderItem{SelectIndex: -1, Key: key, Desc: desc})
+		}
 	}
 	return out, nil
 }

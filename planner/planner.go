@@ -341,7 +341,9 @@ func answerWeights(w *compile.Workload) [][]float64 {
 			if it.Kind == compile.ItemRatio {
 				m := (it.Lo + it.Hi) / 2
 				if m*m > 0 && !math.IsInf(m, 0) && !math.IsNaN(m) {
-					ws[it.Den] += m * m
+					for e := range q.ExprGroups {
+						ws[q.Agg(it.Den, e)] += m * m
+					}
 					trivial = false
 				}
 			}
@@ -931,7 +933,7 @@ func (s *space) direct(fam catalog.NoiseFamily) (scale [][]float64, sens float64
 	for q, qu := range w.Queries {
 		target[q] = make([]float64, len(base[q]))
 		for a := range base[q] {
-			c := float64(qu.Groups(w)) * s.wt(q, a)
+			c := float64(qu.LiveRows(a)) * s.wt(q, a)
 			m := maxAbs[q][a]
 			if m == 0 {
 				continue
@@ -994,11 +996,13 @@ func integerScales(k [][]float64) bool {
 }
 
 // directError is the direct strategy's error per unit noise variance,
-// Σ_{q,a} groups_q/k_{q,a}², unweighted and weighted by answerWeights.
+// Σ_{q,a} rows_{q,a}/k_{q,a}², unweighted and weighted by answerWeights;
+// rows_{q,a} counts the groups where aggregate a is not zero by
+// construction (a zero row is known exactly and never reported noisy).
 func (s *space) directError(scale [][]float64) (unit, weighted float64) {
 	for q, qu := range s.w.Queries {
 		for a := range qu.Aggregates {
-			e := float64(qu.Groups(s.w)) / (scale[q][a] * scale[q][a])
+			e := float64(qu.LiveRows(a)) / (scale[q][a] * scale[q][a])
 			unit += e
 			weighted += s.wt(q, a) * e
 		}

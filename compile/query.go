@@ -1,0 +1,574 @@
+package compile
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/parser"
+)
+
+// queryCompiler compiles one statement of a batch.
+type queryCompiler struct {
+	*compiler
+	q    *Query
+	src  *parser.Query
+	base Linear // the query's mask times its WHERE: the rows it counts
+	// bases are the base aggregates; groups the expression groups'
+	// indicators, with groupVals their labels per expression key.
+	bases     []Linear
+	groups    []Linear
+	groupVals [][]val
+	exprKeys  []parser.Expr
+	items     map[string]int // item definitions already compiled → index
+}
+
+// maxGroups bounds the groups of the GROUP BY expressions of one query.
+const maxGroups = 4096
+
+func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, error) {
+	src := st.Query
+	q := &Query{Source: src, Text: st.Text}
+	qc := &queryCompiler{compiler: c, q: q, src: src, items: map[string]int{}}
+	// Conditions of HAVING on the group keys alone filter whole groups by
+	// their public labels: they are a WHERE.
+	where, having := splitHaving(src.Where, src.Having)
+	tr, err := c.truth(where)
+	if err != nil {
+		return nil, err
+	}
+	qc.base = Mul(c.mask(refs), tr)
+	if err := qc.keys(); err != nil {
+		return nil, err
+	}
+	qc.rows()
+	// The output columns first (hidden items go after them): aggregates
+	// and keys, then post-processing, which may name the aggregates.
+	q.Items = make([]Item, len(src.Select))
+	q.Visible = len(src.Select)
+	for pass := 0; pass < 2; pass++ {
+		for i, si := range src.Select {
+			if (si.Expr != nil) != (pass == 1) {
+				continue
+			}
+			it, err := qc.item(si)
+			if err != nil {
+				return nil, err
+			}
+			q.Items[i] = it
+			if _, dup := qc.items[itemKey(si)]; !dup {
+				qc.items[itemKey(si)] = i
+			}
+		}
+	}
+	if having != nil {
+		cond, err := qc.cond(having)
+		if err != nil {
+			return nil, err
+		}
+		q.Having = cond
+	}
+	for _, o := range src.OrderBy {
+		i, err := qc.orderItem(o)
+		if err != nil {
+			return nil, err
+		}
+		q.Order = append(q.Order, OrderKey{Item: i, Desc: o.Desc})
+	}
+	qc.expand()
+	if !q.Measured() {
+		switch {
+		case len(q.Rows) == 0:
+			q.Why = "no group: the WHERE admits no cell of the declared domain"
+		case len(qc.base) == 0:
+			q.Why = "the WHERE admits no cell of the declared domain"
+		default:
+			q.Why = "every aggregate is zero on the cells the WHERE admits"
+		}
+	}
+	return q, nil
+}
+
+// splitHaving moves the top-level conjuncts of HAVING that test no
+// aggregate (conditions on the group keys: the parser checked that they
+// read keys only) into the WHERE.
+func splitHaving(where, having parser.Pred) (parser.Pred, parser.Pred) {
+	if having == nil {
+		return where, nil
+	}
+	terms := []parser.Pred{having}
+	if a, ok := having.(parser.And); ok {
+		terms = a.Terms
+	}
+	var keep []parser.Pred
+	w := []parser.Pred{}
+	if where != nil {
+		w = append(w, where)
+	}
+	for _, t := range terms {
+		if hasAggCompare(t) {
+			keep = append(keep, t)
+		} else {
+			w = append(w, t)
+		}
+	}
+	var outW, outH parser.Pred
+	switch len(w) {
+	case 0:
+	case 1:
+		outW = w[0]
+	default:
+		outW = parser.And{Terms: w}
+	}
+	switch len(keep) {
+	case 0:
+	case 1:
+		outH = keep[0]
+	default:
+		outH = parser.And{Terms: keep}
+	}
+	return outW, outH
+}
+
+func hasAggCompare(p parser.Pred) bool {
+	switch p := p.(type) {
+	case parser.AggCompare:
+		return true
+	case parser.And:
+		return slices.ContainsFunc(p.Terms, hasAggCompare)
+	case parser.Or:
+		return slices.ContainsFunc(p.Terms, hasAggCompare)
+	case parser.Not:
+		return hasAggCompare(p.Term)
+	}
+	return false
+}
+
+// keys resolves the GROUP BY keys: plain columns, and the expression groups.
+func (qc *queryCompiler) keys() error {
+	src, q := qc.src, qc.q
+	n := len(src.GroupBy) + len(src.GroupExprs)
+	exprAt := map[int]int{}
+	for k, g := range src.GroupExprs {
+		exprAt[g.Pos] = k
+	}
+	plain := 0
+	for pos := 0; pos < n; pos++ {
+		if k, ok := exprAt[pos]; ok {
+			q.Keys = append(q.Keys, Key{Plain: -1, Expr: len(qc.exprKeys), Text: ExprSQL(src.GroupExprs[k].Expr)})
+			qc.exprKeys = append(qc.exprKeys, src.GroupExprs[k].Expr)
+			continue
+		}
+		if plain >= len(src.GroupBy) {
+			return fmt.Errorf("compile: GROUP BY positions out of order")
+		}
+		name := src.GroupBy[plain]
+		plain++
+		j, ok := qc.index[name]
+		if !ok {
+			return parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'group statement'", name)
+		}
+		q.Keys = append(q.Keys, Key{Plain: len(q.GroupCols), Expr: -1, Text: name})
+		q.GroupCols = append(q.GroupCols, j)
+	}
+	d := len(qc.w.Columns)
+	if len(qc.exprKeys) == 0 {
+		q.ExprGroups = []ExprGroup{{}}
+		qc.groups = []Linear{ones(d)}
+		qc.groupVals = [][]val{nil}
+		return nil
+	}
+	var names []string
+	for _, e := range qc.exprKeys {
+		names = append(names, parser.ExprColumns(e)...)
+	}
+	cols, err := qc.axes(names, "group statement")
+	if err != nil {
+		return err
+	}
+	what := "GROUP BY " + q.Keys[0].Text
+	byKey := map[string]int{}
+	var member []int // tuple → group, -1 for none
+	tuple := make([]val, len(qc.exprKeys))
+	ntuples, err := qc.enumerate(cols, what, func(i int, en env, dropped bool) error {
+		member = append(member, -1)
+		if dropped {
+			return nil
+		}
+		key := ""
+		for k, e := range qc.exprKeys {
+			v, err := qc.ev.expr(e, en)
+			if err != nil {
+				return err
+			}
+			if v.wide() {
+				return &splitError{col: v.splitCol, cell: v.splitCell}
+			}
+			tuple[k] = v
+			if v.kind == vStr {
+				key += "s" + fold(v.str) + "\x01" // one group per collation-equal text, as in MySQL
+			} else {
+				key += v.key() + "\x01"
+			}
+		}
+		g, ok := byKey[key]
+		if !ok {
+			g = len(qc.groupVals)
+			if g >= maxGroups {
+				return parser.Errorf(parser.CodeDPRefused, "%s has more than %d groups over the declared domain; group more coarsely", what, maxGroups)
+			}
+			byKey[key] = g
+			qc.groupVals = append(qc.groupVals, slices.Clone(tuple))
+		}
+		member[i] = g
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for g := range qc.groupVals {
+		ind := make([]float64, ntuples)
+		for i, m := range member {
+			if m == g {
+				ind[i] = 1
+			}
+		}
+		l, err := qc.toLinear(cols, ind)
+		if err != nil {
+			return err
+		}
+		qc.groups = append(qc.groups, l)
+	}
+	// Labels: a key whose values mix text and numbers is text, as in MySQL.
+	for k := range qc.exprKeys {
+		text := false
+		for _, vs := range qc.groupVals {
+			text = text || vs[k].kind == vStr
+		}
+		if text {
+			for _, vs := range qc.groupVals {
+				if vs[k].kind == vNum {
+					vs[k] = strVal(formatNumber(vs[k]))
+				}
+			}
+		}
+	}
+	for _, vs := range qc.groupVals {
+		var labels []any
+		for _, v := range vs {
+			labels = append(labels, v.label())
+		}
+		q.ExprGroups = append(q.ExprGroups, ExprGroup{Labels: labels})
+	}
+	return nil
+}
+
+// rows lists the output groups: every (plain group, expression group) on
+// which the query's WHERE (and mask) admits a cell of the domain, in the
+// order of the keys as written, each key in declared order. An aggregate
+// without GROUP BY has its one row whatever the WHERE, as in MySQL.
+func (qc *queryCompiler) rows() {
+	q := qc.q
+	if len(q.Keys) == 0 {
+		q.Rows = []Row{{}}
+		return
+	}
+	sizes := qc.w.Sizes()
+	for e, ind := range qc.groups {
+		cnt := countPerGroup(Mul(qc.base, ind), sizes, q.GroupCols)
+		for g, n := range cnt {
+			if n > 0.5 {
+				q.Rows = append(q.Rows, Row{Plain: g, Expr: e})
+			}
+		}
+	}
+	// Ordinal of each expression key's label, in first-seen (declared) order.
+	ord := make([]map[string]int, len(qc.exprKeys))
+	for k := range qc.exprKeys {
+		ord[k] = map[string]int{}
+		for _, vs := range qc.groupVals {
+			if _, ok := ord[k][vs[k].key()]; !ok {
+				ord[k][vs[k].key()] = len(ord[k])
+			}
+		}
+	}
+	cells := make([]int, len(q.GroupCols))
+	keyOf := func(r Row) []int {
+		q.GroupCells(qc.w, r.Plain, cells)
+		out := make([]int, len(q.Keys))
+		for i, k := range q.Keys {
+			if k.Plain >= 0 {
+				out[i] = cells[k.Plain]
+			} else {
+				out[i] = ord[k.Expr][qc.groupVals[r.Expr][k.Expr].key()]
+			}
+		}
+		return out
+	}
+	sort.SliceStable(q.Rows, func(a, b int) bool {
+		return slices.Compare(keyOf(q.Rows[a]), keyOf(q.Rows[b])) < 0
+	})
+}
+
+// countPerGroup sums l over the cells of each plain group (row-major over
+// groupCols): with l a 0/1 table, the number of cells of the group it
+// admits.
+func countPerGroup(l Linear, sizes []int, groupCols []int) []float64 {
+	n := 1
+	for _, j := range groupCols {
+		n *= sizes[j]
+	}
+	out := make([]float64, n)
+	grouped := make([]bool, len(sizes))
+	for _, j := range groupCols {
+		grouped[j] = true
+	}
+	idx := make([]int, len(groupCols))
+	for _, t := range l {
+		s := t.Coef
+		for j, f := range t.Factors {
+			if grouped[j] {
+				continue
+			}
+			if f == nil {
+				s *= float64(sizes[j])
+				continue
+			}
+			sum := 0.0
+			for _, x := range f {
+				sum += x
+			}
+			s *= sum
+		}
+		if s == 0 {
+			continue
+		}
+		clear(idx)
+		for g := 0; g < n; g++ {
+			v := s
+			for k, j := range groupCols {
+				if f := t.Factors[j]; f != nil {
+					v *= f[idx[k]]
+				}
+			}
+			out[g] += v
+			for k := len(groupCols) - 1; k >= 0; k-- {
+				idx[k]++
+				if idx[k] < sizes[groupCols[k]] {
+					break
+				}
+				idx[k] = 0
+			}
+		}
+	}
+	return out
+}
+
+// addBase registers a base aggregate (deduplicated) and returns its index.
+func (qc *queryCompiler) addBase(l Linear) int {
+	for i, b := range qc.bases {
+		if linearEqual(b, l) {
+			return i
+		}
+	}
+	qc.bases = append(qc.bases, l)
+	return len(qc.bases) - 1
+}
+
+// expand restricts every base aggregate to every expression group, and
+// finds the rows that are zero by construction.
+func (qc *queryCompiler) expand() {
+	q := qc.q
+	q.Bases = len(qc.bases)
+	sizes := qc.w.Sizes()
+	for _, b := range qc.bases {
+		for _, ind := range qc.groups {
+			q.Aggregates = append(q.Aggregates, Mul(b, ind))
+		}
+	}
+	for _, a := range q.Aggregates {
+		q.Live = append(q.Live, nonZero(a, sizes, q.GroupCols))
+	}
+}
+
+// nonZero reports, per plain group, whether l is non-zero on some cell of
+// it: Σ l² > 0 (conservatively true where that is too costly to expand).
+func nonZero(l Linear, sizes []int, groupCols []int) []bool {
+	n := 1
+	for _, j := range groupCols {
+		n *= sizes[j]
+	}
+	out := make([]bool, n)
+	if len(l) == 0 {
+		return out
+	}
+	if len(l)*len(l) > 4096 {
+		for g := range out {
+			out[g] = true
+		}
+		return out
+	}
+	for g, s := range countPerGroup(Mul(l, l), sizes, groupCols) {
+		out[g] = s > 1e-9
+	}
+	return out
+}
+
+// nullRows reports, per output row, whether count (a 0/1 table of the
+// rows with a non-NULL argument) admits no cell: a SUM or AVG over no
+// value, NULL by construction. nil when no row is.
+func (qc *queryCompiler) nullRows(count Linear) []bool {
+	q := qc.q
+	sizes := qc.w.Sizes()
+	per := make([][]float64, len(qc.groups))
+	var out []bool
+	for r, row := range q.Rows {
+		if per[row.Expr] == nil {
+			per[row.Expr] = countPerGroup(Mul(count, qc.groups[row.Expr]), sizes, q.GroupCols)
+		}
+		if per[row.Expr][row.Plain] < 0.5 {
+			if out == nil {
+				out = make([]bool, len(q.Rows))
+			}
+			out[r] = true
+		}
+	}
+	return out
+}
+
+// rowEnv is what an output row fixes: the plain group columns' cells and
+// the expression keys' labels (as reserved names, see substitute).
+func (qc *queryCompiler) rowEnv(r Row) env {
+	en := env{}
+	cells := make([]int, len(qc.q.GroupCols))
+	qc.q.GroupCells(qc.w, r.Plain, cells)
+	for k, j := range qc.q.GroupCols {
+		en[qc.w.Columns[j].Name] = qc.vals[j][cells[k]]
+	}
+	for k, v := range qc.groupVals[r.Expr] {
+		en[keyName(k)] = v
+	}
+	return en
+}
+
+func keyName(k int) string { return fmt.Sprintf("\x00key%d", k) }
+
+// substitute replaces every subexpression equal to a GROUP BY expression
+// with a reference to that key, so that a function of the keys can be
+// evaluated from a row's labels.
+func (qc *queryCompiler) substitute(e parser.Expr) parser.Expr {
+	return rewriteExpr(e, func(x parser.Expr) (parser.Expr, bool) {
+		for k, g := range qc.exprKeys {
+			if reflect.DeepEqual(g, x) {
+				return parser.Col{Name: keyName(k)}, true
+			}
+		}
+		return nil, false
+	})
+}
+
+// rowLabels evaluates a function of the group keys on every output row.
+func (qc *queryCompiler) rowLabels(e parser.Expr) ([]val, error) {
+	sub := qc.substitute(e)
+	var out []val
+	for _, r := range qc.q.Rows {
+		v, err := qc.ev.expr(sub, qc.rowEnv(r))
+		if err != nil {
+			return nil, qc.explainSplit(ExprSQL(e), err)
+		}
+		if v.wide() {
+			return nil, qc.explainSplit(ExprSQL(e), &splitError{col: v.splitCol, cell: v.splitCell})
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// rowTruth evaluates a condition on the group keys on every output row.
+func (qc *queryCompiler) rowTruth(p parser.Pred) ([]bool, error) {
+	vs, err := qc.rowLabels(parser.Cond{P: p})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(vs))
+	for i, v := range vs {
+		out[i] = v.kind == vNum && v.mid == 1
+	}
+	return out, nil
+}
+
+// plainLabels is a plain GROUP BY column's label per output row: the
+// declared value, or a bin's lower edge.
+func (qc *queryCompiler) plainLabels(name string) ([]any, LabelType, error) {
+	j, ok := qc.index[name]
+	pos := slices.Index(qc.q.GroupCols, j)
+	if !ok || pos < 0 {
+		return nil, 0, parser.Errorf(parser.CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values", name)
+	}
+	col := qc.w.Columns[j]
+	cells := make([]int, len(qc.q.GroupCols))
+	var out []any
+	for _, r := range qc.q.Rows {
+		qc.q.GroupCells(qc.w, r.Plain, cells)
+		out = append(out, CellLabel(col, qc.cells[j][cells[pos]]))
+	}
+	return out, ColumnLabelType(col), nil
+}
+
+// CellLabel is the value a cell shows as a group label: the categorical
+// value, the bin's lower edge (an integer for integer columns), "other",
+// or NULL.
+func CellLabel(c *catalog.Column, cell catalog.Cell) any {
+	switch cell.Kind {
+	case catalog.CellValue:
+		return cell.Value
+	case catalog.CellOther:
+		return "other"
+	case catalog.CellBin:
+		if c.Kind == catalog.IntegerRange {
+			return int64(cell.Lo)
+		}
+		return cell.Lo
+	}
+	return nil
+}
+
+// ColumnLabelType is the type of a column's labels.
+func ColumnLabelType(c *catalog.Column) LabelType {
+	switch c.Kind {
+	case catalog.IntegerRange:
+		return LabelInt
+	case catalog.Binned:
+		return LabelFloat
+	}
+	return LabelString
+}
+
+// labelsOf turns row values into labels and their column type.
+func labelsOf(vs []val) ([]any, LabelType) {
+	typ, text := LabelInt, false
+	for _, v := range vs {
+		switch {
+		case v.kind == vStr:
+			text = true
+		case v.kind == vNum && v.typ != tInt:
+			typ = LabelFloat
+		}
+	}
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		if text && v.kind == vNum {
+			v = strVal(formatNumber(v))
+		}
+		out[i] = v.label()
+	}
+	if text {
+		return out, LabelString
+	}
+	return out, typ
+}
+
+func finiteRange(lo, hi float64) bool { return !math.IsInf(lo, 0) && !math.IsInf(hi, 0) }
