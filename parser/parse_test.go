@@ -830,3 +830,100 @@ func TestParseUnknownColumns(t *testing.T) {
 		t.Errorf("Parse without Columns, bad qualifier: %v", err)
 	}
 }
+
+// withColumns parses with the adult table's columns known, as the engine
+// does, so that names resolve as MySQL resolves them.
+func withColumns(t *testing.T, sql string) *Query {
+	t.Helper()
+	cols := map[string]bool{"age": true, "sex": true, "race": true, "education": true, "hours_per_week": true, "income": true}
+	sts, err := ParseWithColumns(sql, protectedAdult, func(_, c string) bool { return cols[c] })
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return sts[0].Query
+}
+
+func TestParseExpressions(t *testing.T) {
+	dec := Arith{Op: "*", Left: Call{Name: "floor", Args: []Expr{Arith{Op: "/", Left: Col{Name: "age"}, Right: Value{Lit: lit("10")}}}}, Right: Value{Lit: lit("10")}}
+	t.Run("binning by alias", func(t *testing.T) {
+		q := withColumns(t, "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM adult GROUP BY decade ORDER BY decade")
+		if !reflect.DeepEqual(q.GroupExprs, []GroupExpr{{Pos: 0, Expr: dec}}) || !reflect.DeepEqual(q.Select[0].Key, dec) || q.OrderBy[0].SelectIndex != 0 {
+			t.Fatalf("%+v", q)
+		}
+	})
+	t.Run("binning by position and written out", func(t *testing.T) {
+		a := withColumns(t, "SELECT FLOOR(age / 10) * 10, COUNT(*) FROM adult GROUP BY 1")
+		b := withColumns(t, "SELECT FLOOR(age / 10) * 10, COUNT(*) FROM adult GROUP BY FLOOR(age / 10) * 10")
+		if !reflect.DeepEqual(a.GroupExprs, b.GroupExprs) || len(a.GroupBy) != 0 {
+			t.Fatalf("%+v\n%+v", a, b)
+		}
+	})
+	t.Run("an alias that shadows a column groups by the column", func(t *testing.T) {
+		// MySQL resolves GROUP BY and HAVING names against the table first
+		// (warning 1052), ORDER BY names against the select list first.
+		q := withColumns(t, "SELECT education AS sex, COUNT(*) FROM adult GROUP BY sex, education ORDER BY sex")
+		if !reflect.DeepEqual(q.GroupBy, []string{"sex", "education"}) || q.Select[0].Column != "education" || q.OrderBy[0].SelectIndex != 0 {
+			t.Fatalf("%+v", q)
+		}
+	})
+	t.Run("aggregates of expressions", func(t *testing.T) {
+		q := withColumns(t, "SELECT SUM(1), SUM(CASE WHEN income = '>50K' THEN 1 ELSE 0 END), COUNT(CASE WHEN age > 40 THEN 1 END), AVG(age * 2) FROM adult")
+		caseSum := Case{Whens: []When{{Cond: Compare{Column: "income", Op: OpEq, Value: qlit(">50K")}, Then: Value{Lit: lit("1")}}}, Else: Value{Lit: lit("0")}}
+		if q.Select[0].Agg != AggSum || !reflect.DeepEqual(q.Select[0].Arg, Value{Lit: lit("1")}) ||
+			!reflect.DeepEqual(q.Select[1].Arg, caseSum) || q.Select[2].Agg != AggCountCol || q.Select[3].Agg != AggAvg {
+			t.Fatalf("%+v", q.Select)
+		}
+	})
+	t.Run("variance family", func(t *testing.T) {
+		q := withColumns(t, "SELECT VARIANCE(age), VAR_SAMP(age), STD(age), STDDEV(age), STDDEV_POP(age), STDDEV_SAMP(age), VAR_POP(age) FROM adult")
+		want := []AggFunc{AggVarPop, AggVarSamp, AggStdPop, AggStdPop, AggStdPop, AggStdSamp, AggVarPop}
+		for i, it := range q.Select {
+			if it.Agg != want[i] || it.Column != "age" {
+				t.Fatalf("%d: %+v", i, it)
+			}
+		}
+	})
+	t.Run("functions of aggregates and constants", func(t *testing.T) {
+		q := withColumns(t, "SELECT POWER(AVG(age), 2), SQRT(VARIANCE(age)), ROUND(AVG(age), 1), 3 AS three, 'x' AS label FROM adult")
+		if q.Select[0].Expr.Func != "power" || q.Select[1].Expr.Func != "sqrt" || q.Select[2].Expr.Func != "round" ||
+			q.Select[3].Expr.Number != 3 || !q.Select[4].Expr.IsStr {
+			t.Fatalf("%+v", q.Select)
+		}
+	})
+	t.Run("having on keys and aggregates", func(t *testing.T) {
+		q := withColumns(t, "SELECT sex, age DIV 10 AS d, COUNT(*) AS n FROM adult GROUP BY sex, d HAVING sex = 'Male' AND d >= 3 AND n > 10")
+		want := And{Terms: []Pred{
+			Compare{Column: "sex", Op: OpEq, Value: qlit("Male")},
+			ExprCompare{Left: Arith{Op: "div", Left: Col{Name: "age"}, Right: Value{Lit: lit("10")}}, Op: OpGe, Right: Value{Lit: lit("3")}},
+			AggCompare{Item: SelectItem{Agg: AggCount, Alias: "n"}, Op: OpGt, Value: 10},
+		}}
+		if !reflect.DeepEqual(q.Having, want) {
+			t.Fatalf("having %+v", q.Having)
+		}
+	})
+	t.Run("predicates over the domain", func(t *testing.T) {
+		q := withColumns(t, "SELECT COUNT(*) FROM adult WHERE education LIKE 'B%' AND LOWER(sex) IN ('male', 'female') AND age + 1 > hours_per_week")
+		and := q.Where.(And)
+		if _, ok := and.Terms[0].(Like); !ok {
+			t.Fatalf("%+v", and.Terms[0])
+		}
+		if _, ok := and.Terms[1].(ExprIn); !ok {
+			t.Fatalf("%+v", and.Terms[1])
+		}
+		if _, ok := and.Terms[2].(ExprCompare); !ok {
+			t.Fatalf("%+v", and.Terms[2])
+		}
+	})
+	t.Run("LIKE keeps MySQL's escapes", func(t *testing.T) {
+		q := withColumns(t, `SELECT COUNT(*) FROM adult WHERE education LIKE 'HS\_grad'`)
+		if p := q.Where.(Like).Pattern.(Value).Lit.Text; p != `HS\_grad` {
+			t.Fatalf("pattern %q", p)
+		}
+	})
+	t.Run("domain list of an expression", func(t *testing.T) {
+		sts, err := Parse("SELECT age DIV 10 AS d FROM adult GROUP BY d", protectedAdult)
+		if err != nil || sts[0].Kind != KindDomainList || len(sts[0].Query.GroupExprs) != 1 {
+			t.Fatalf("%s %v", dump(sts), err)
+		}
+	})
+}

@@ -360,6 +360,10 @@ func (b *selectBuilder) comparison(e *sqlparser.ComparisonExpr) (Pred, error) {
 		if err != nil {
 			return nil, err
 		}
+		if v, ok := pat.(Value); ok && v.Lit.Quoted {
+			v.Lit.Text = b.likePattern(v.Lit.Text)
+			pat = v
+		}
 		esc := `\`
 		if e.Escape != nil {
 			lit, kind, err := literal(e.Escape)
@@ -517,4 +521,57 @@ func (b *selectBuilder) isExpr(e *sqlparser.IsExpr) (Pred, error) {
 		return Const{Value: falsity}, nil
 	}
 	return Const{Value: !falsity}, nil
+}
+
+// likePattern restores what MySQL keeps of a LIKE pattern's escapes. In a
+// string literal MySQL keeps \% and \_ as two characters, so that LIKE
+// matches a literal % or _; vitess decodes them to % and _. The raw
+// literal is found among the statement's string tokens by its decoded
+// value.
+func (b *selectBuilder) likePattern(decoded string) string {
+	for _, t := range lex(b.c.text) {
+		if t.kind != tokString || !strings.Contains(t.text, `\`) {
+			continue
+		}
+		if unescape(t.text, false) == decoded {
+			return unescape(t.text, true)
+		}
+	}
+	return decoded
+}
+
+// unescape decodes MySQL's backslash escapes in a string body (doubled
+// quotes already collapsed); keepLike keeps \% and \_ as MySQL does.
+func unescape(raw string, keepLike bool) string {
+	var out strings.Builder
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' || i+1 == len(raw) {
+			out.WriteByte(c)
+			continue
+		}
+		i++
+		switch n := raw[i]; n {
+		case '0':
+			out.WriteByte(0)
+		case 'b':
+			out.WriteByte('\b')
+		case 'n':
+			out.WriteByte('\n')
+		case 'r':
+			out.WriteByte('\r')
+		case 't':
+			out.WriteByte('\t')
+		case 'Z':
+			out.WriteByte(26)
+		case '%', '_':
+			if keepLike {
+				out.WriteByte('\\')
+			}
+			out.WriteByte(n)
+		default:
+			out.WriteByte(n)
+		}
+	}
+	return out.String()
 }
