@@ -41,6 +41,9 @@ func (c *compiler) enumerate(cols []int, what string, f func(i int, en env, drop
 			en[c.w.Columns[j].Name] = c.vals[j][idx[k]]
 		}
 		if err := f(i, en, dropped); err != nil {
+			if what == "" {
+				return 0, err // raw: the caller explains
+			}
 			return 0, c.explainSplit(what, err)
 		}
 		for k := len(cols) - 1; k >= 0; k-- {

@@ -39,6 +39,7 @@ func (t tri) not() tri {
 type splitError struct {
 	col  string
 	cell int
+	what string // the predicate that splits, once known
 }
 
 func (e *splitError) Error() string { return fmt.Sprintf("splits cell %d of %s", e.cell, e.col) }
@@ -267,35 +268,21 @@ func (ev *evaluator) pred(p parser.Pred, en env) (tri, error) {
 		t, err := ev.pred(p.Term, en)
 		return t.not(), err
 	case parser.And:
-		out := tTrue
+		var ts []tri
+		var errs []error
 		for _, x := range p.Terms {
 			t, err := ev.pred(x, en)
-			if err != nil {
-				return 0, err
-			}
-			switch {
-			case t == tFalse:
-				out = tFalse
-			case t == tUnknown && out == tTrue:
-				out = tUnknown
-			}
+			ts, errs = append(ts, t), append(errs, err)
 		}
-		return out, nil
+		return combine3(ts, errs, true)
 	case parser.Or:
-		out := tFalse
+		var ts []tri
+		var errs []error
 		for _, x := range p.Terms {
 			t, err := ev.pred(x, en)
-			if err != nil {
-				return 0, err
-			}
-			switch {
-			case t == tTrue:
-				out = tTrue
-			case t == tUnknown && out == tFalse:
-				out = tUnknown
-			}
+			ts, errs = append(ts, t), append(errs, err)
 		}
-		return out, nil
+		return combine3(ts, errs, false)
 	case parser.Compare, parser.In, parser.Between, parser.IsNull:
 		g, err := ev.general(p)
 		if err != nil {
@@ -317,28 +304,21 @@ func (ev *evaluator) pred(p parser.Pred, en env) (tri, error) {
 		if err != nil {
 			return 0, err
 		}
-		out := tFalse
+		var ts []tri
+		var errs []error
 		for _, e := range p.List {
 			v, err := ev.expr(e, en)
 			if err != nil {
 				return 0, err
 			}
 			t, err := ev.compare(x, parser.OpEq, v)
-			if err != nil {
-				return 0, err
-			}
-			if t == tTrue {
-				out = tTrue
-				break
-			}
-			if t == tUnknown {
-				out = tUnknown
-			}
+			ts, errs = append(ts, t), append(errs, err)
 		}
+		out, err := combine3(ts, errs, false)
 		if p.Negated {
-			return out.not(), nil
+			return out.not(), err
 		}
-		return out, nil
+		return out, err
 	case parser.ExprBetween:
 		x, err := ev.expr(p.X, en)
 		if err != nil {
@@ -352,25 +332,13 @@ func (ev *evaluator) pred(p parser.Pred, en env) (tri, error) {
 		if err != nil {
 			return 0, err
 		}
-		a, err := ev.compare(x, parser.OpGe, lo)
-		if err != nil {
-			return 0, err
-		}
-		b, err := ev.compare(x, parser.OpLe, hi)
-		if err != nil {
-			return 0, err
-		}
-		out := tTrue
-		switch {
-		case a == tFalse || b == tFalse:
-			out = tFalse
-		case a == tUnknown || b == tUnknown:
-			out = tUnknown
-		}
+		a, errA := ev.compare(x, parser.OpGe, lo)
+		b, errB := ev.compare(x, parser.OpLe, hi)
+		out, err := combine3([]tri{a, b}, []error{errA, errB}, true)
 		if p.Negated {
-			return out.not(), nil
+			return out.not(), err
 		}
-		return out, nil
+		return out, err
 	case parser.ExprIsNull:
 		x, err := ev.expr(p.X, en)
 		if err != nil {
@@ -406,6 +374,43 @@ func (ev *evaluator) pred(p parser.Pred, en env) (tri, error) {
 		return 0, parser.Errorf(parser.CodeDPRefused, "aggregates belong in HAVING, not WHERE")
 	}
 	return 0, fmt.Errorf("compile: unknown predicate %T", p)
+}
+
+// combine3 is AND (and true) or OR of three-valued terms, some of which
+// may split their cell: FALSE AND anything is FALSE and TRUE OR anything is
+// TRUE, so a split in another term does not matter then. Other errors
+// (refusals) always propagate.
+func combine3(ts []tri, errs []error, and bool) (tri, error) {
+	var split error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if _, ok := err.(*splitError); !ok {
+			return 0, err
+		}
+		split = err
+	}
+	absorbing, identity := tTrue, tFalse
+	if and {
+		absorbing, identity = tFalse, tTrue
+	}
+	out := identity
+	for i, t := range ts {
+		if errs[i] != nil {
+			continue
+		}
+		switch {
+		case t == absorbing:
+			return absorbing, nil
+		case t == tUnknown:
+			out = tUnknown
+		}
+	}
+	if split != nil {
+		return 0, split
+	}
+	return out, nil
 }
 
 // truthOf is a value used as a condition: a non-zero number is TRUE.

@@ -182,6 +182,8 @@ func TestExpressionsMatchBruteForce(t *testing.T) {
 		{pred: "age > 100", want: func(r cellRow) any { return num(r.age, func(a float64) bool { return false }) }},
 		{pred: "age = 20.5", want: func(r cellRow) any { return num(r.age, func(a float64) bool { return false }) }},
 		{pred: "age BETWEEN 25 AND 20", want: func(r cellRow) any { return num(r.age, func(a float64) bool { return false }) }},
+		{pred: "pay BETWEEN 91 AND 0", want: func(r cellRow) any { return num(r.pay, func(float64) bool { return false }) }},
+		{pred: "pay IN (5, 30) OR hours >= 0", want: func(r cellRow) any { return 1 }},
 		{pred: "sex = 'Unknown'", want: func(r cellRow) any { return str(r.sex, func(string) bool { return false }, false) }},
 		// Bins: decided where every value of the bin agrees.
 		{pred: "hours >= 20", want: func(r cellRow) any { return b3(r.hours >= 20) }},

@@ -10,6 +10,9 @@ import (
 // WHERE evaluates to TRUE, 0 where FALSE or UNKNOWN.
 func (c *compiler) truth(p parser.Pred) (Linear, error) {
 	tr, _, err := c.tv(p)
+	if se, ok := err.(*splitError); ok {
+		return nil, c.explainSplit(se.what, se)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +56,25 @@ func (c *compiler) tv(p parser.Pred) (Linear, Linear, error) {
 		if len(terms) == 0 {
 			return ones(d), nil, nil
 		}
+		// A term that splits a bin may not matter to the whole (FALSE AND
+		// x, TRUE OR x): then the whole is evaluated on its columns' cells.
+		whole := func(err error) (Linear, Linear, error) {
+			if _, split := err.(*splitError); !split {
+				return nil, nil, err
+			}
+			if t, f, err2 := c.atomTV(p); err2 == nil {
+				return t, f, nil
+			}
+			return nil, nil, err
+		}
 		accT, accF, err := c.tv(terms[0])
 		if err != nil {
-			return nil, nil, err
+			return whole(err)
 		}
 		for _, x := range terms[1:] {
 			t, f, err := c.tv(x)
 			if err != nil {
-				return nil, nil, err
+				return whole(err)
 			}
 			if isAnd { // T = T1·T2, F = F1 ∨ F2
 				accT, accF = Mul(accT, t), or(accF, f)
@@ -75,11 +89,17 @@ func (c *compiler) tv(p parser.Pred) (Linear, Linear, error) {
 	case parser.AggCompare:
 		return nil, nil, parser.Errorf(parser.CodeDPRefused, "aggregates belong in HAVING, not WHERE")
 	}
+	return c.atomTV(p)
+}
+
+// atomTV evaluates p on every cell tuple of the columns it reads. A split
+// bin is a raw *splitError, explained by truth.
+func (c *compiler) atomTV(p parser.Pred) (Linear, Linear, error) {
 	cols, err := c.axes(parser.PredColumns(p), "where clause")
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, err := c.tabulate(cols, PredSQL(p), func(en env) (float64, error) {
+	vals, err := c.tabulate(cols, "", func(en env) (float64, error) {
 		t, err := c.ev.pred(p, en)
 		switch {
 		case err != nil:
@@ -92,6 +112,9 @@ func (c *compiler) tv(p parser.Pred) (Linear, Linear, error) {
 		return 0, nil
 	})
 	if err != nil {
+		if se, ok := err.(*splitError); ok && se.what == "" {
+			se.what = PredSQL(p)
+		}
 		return nil, nil, err
 	}
 	tVals, fVals := make([]float64, len(vals)), make([]float64, len(vals))

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// A set that is empty by construction — a fact about the declared domain,
+// not the data — is answered without measuring it: COUNT 0, SUM and AVG
+// NULL, groups the WHERE excludes not returned, and no ledger entry when
+// the whole batch is such.
+func TestEmptyByConstruction(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", nil)
+	for _, tc := range []struct{ sql, want string }{
+		{"SELECT COUNT(*) FROM adult WHERE age = 200", "[[0]]"},
+		{"SELECT COUNT(*) FROM adult WHERE age = 30.5", "[[0]]"},
+		{"SELECT COUNT(*) FROM adult WHERE age BETWEEN 40 AND 30", "[[0]]"},
+		{"SELECT COUNT(*) FROM adult WHERE age IS NULL", "[[0]]"}, // NULL ages are dropped by the catalog
+		{"SELECT COUNT(*) FROM adult WHERE sex = 'Unknown'", "[[0]]"},
+		{"SELECT COUNT(*) FROM adult WHERE age = NULL", "[[0]]"},
+		{"SELECT COUNT(*), SUM(age), AVG(hours_per_week), VARIANCE(age) FROM adult WHERE age > 90", "[[0 <nil> <nil> <nil>]]"},
+		{"SELECT sex, COUNT(*) FROM adult WHERE age = 200 GROUP BY sex", "[]"},
+		{"SELECT FLOOR(age / 10) * 10 AS d, COUNT(*) FROM adult WHERE age BETWEEN 40 AND 30 GROUP BY d", "[]"},
+		{"SELECT sex FROM adult WHERE age = 200 GROUP BY sex ORDER BY COUNT(*) DESC LIMIT 1", "[]"},
+		{"SELECT SUM(CASE WHEN age > 100 THEN 1 END) FROM adult", "[[<nil>]]"},
+		{"SELECT COUNT(CASE WHEN age > 100 THEN 1 END) FROM adult", "[[0]]"},
+	} {
+		r := f.answer(t, s, tc.sql)
+		if got := fmt.Sprint(r.Rows); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.sql, got, tc.want)
+		}
+	}
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("%d ledger entries for answers known from the domain", n)
+	}
+	r := f.answer(t, s, "EXPLAIN SELECT COUNT(*) FROM adult WHERE age = 200")
+	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "answered exactly from the declared domain") || !strings.Contains(got, "epsilon charged if run 0") {
+		t.Fatalf("EXPLAIN: %s", got)
+	}
+	// In a batch with a measured query, the empty one is left out of the
+	// workload and answered exactly; one charge.
+	rs, err := f.eng.Answer(context.Background(), s, []string{"SELECT COUNT(*) FROM adult WHERE age = 200", "SELECT COUNT(*) FROM adult WHERE age > 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rs[0].Rows) != "[[0]]" || len(rs[1].Rows) != 1 {
+		t.Fatalf("%v %v", rs[0].Rows, rs[1].Rows)
+	}
+	if n := len(f.entries(t)); n != 1 {
+		t.Fatalf("%d ledger entries, want 1", n)
+	}
+}
+
+// The groups a WHERE admits by construction are returned, and only those,
+// zeros included.
+func TestGroupsExcludedByConstruction(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 1.0})
+	r := f.answer(t, s, "SELECT education, COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters') GROUP BY education")
+	if len(r.Rows) != 2 || r.Rows[0][0] != "Bachelors" || r.Rows[1][0] != "Masters" {
+		t.Fatalf("%v", r.Rows)
+	}
+	// HAVING on the group key is a filter on public labels: a WHERE.
+	r = f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex HAVING sex = 'Male'")
+	if len(r.Rows) != 1 || r.Rows[0][0] != "Male" {
+		t.Fatalf("%v", r.Rows)
+	}
+	r = f.answer(t, s, "SELECT age, COUNT(*) FROM adult WHERE age < 30 GROUP BY age HAVING age < 20 OR age > 27")
+	if len(r.Rows) != 5 { // 17, 18, 19, 28, 29
+		t.Fatalf("%v", r.Rows)
+	}
+}
+
+// The SQL BI tools write: SUM(1), CASE sums and counts, binning, LIKE,
+// functions of aggregates, variances, aliases as MySQL resolves them.
+func TestBIToolSQL(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 5.0})
+	exact := func(q string, args ...any) float64 { return float64(sqlCount(t, f.data, q, args...)) }
+	near := func(what string, got any, want, tol float64) {
+		t.Helper()
+		x, ok := toFloat(got)
+		if !ok || math.Abs(x-want) > tol {
+			t.Fatalf("%s: %v, want %v ± %v", what, got, want, tol)
+		}
+	}
+	// Tableau's number of records.
+	r := f.answer(t, s, "SELECT sex, SUM(1) AS cnt FROM adult GROUP BY 1")
+	if len(r.Rows) != 2 || r.Columns[1].Type != TypeInt64 {
+		t.Fatalf("%+v", r)
+	}
+	near("SUM(1) Female", r.Rows[0][1], exact("SELECT COUNT(*) FROM adult WHERE sex = 'Female'"), 20)
+	// Superset and Looker.
+	r = f.answer(t, s, "SELECT SUM(CASE WHEN sex = 'Male' THEN 1 ELSE 0 END) AS men, COUNT(CASE WHEN age > 40 THEN 1 END) AS old FROM adult")
+	near("CASE sum", r.Rows[0][0], exact("SELECT COUNT(*) FROM adult WHERE sex = 'Male'"), 20)
+	near("CASE count", r.Rows[0][1], exact("SELECT COUNT(*) FROM adult WHERE age > 40"), 20)
+	// Metabase and Superset binning.
+	r = f.answer(t, s, "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM adult GROUP BY decade ORDER BY decade")
+	if r.Rows[0][0] != int64(10) || r.Columns[0].Type != TypeInt64 || len(r.Rows) != 9 {
+		t.Fatalf("%v", r.Rows)
+	}
+	near("decade 30", r.Rows[2][1], exact("SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 39"), 20)
+	r = f.answer(t, s, "SELECT age DIV 10 AS d, COUNT(*) AS n FROM adult GROUP BY age DIV 10 ORDER BY n DESC LIMIT 2")
+	if len(r.Rows) != 2 {
+		t.Fatalf("%v", r.Rows)
+	}
+	r = f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE education LIKE 'B%'")
+	near("LIKE", r.Rows[0][0], exact("SELECT COUNT(*) FROM adult WHERE education LIKE 'B%'"), 20)
+	// Functions of aggregates and constants; variances; a SUM of
+	// non-negative values is never negative.
+	r = f.answer(t, s, "SELECT AVG(age) AS m, POWER(AVG(age), 2) AS m2, VARIANCE(age) AS v, STDDEV(age) AS sd, VAR_SAMP(age), SQRT(VARIANCE(age)), 3 AS three, ROUND(AVG(age)) AS r FROM adult")
+	row := r.Rows[0]
+	m, _ := toFloat(row[0])
+	near("POWER(AVG)", row[1], m*m, 1e-3*m*m)
+	v, _ := toFloat(row[2])
+	near("STDDEV", row[3], math.Sqrt(v), 0.01)
+	if v < 100 || v > 300 || row[6] != int64(3) || r.Columns[7].Type != TypeInt64 {
+		t.Fatalf("%v %+v", row, r.Columns)
+	}
+	r = f.answer(t, s, "SELECT SUM(age) FROM adult WHERE age = 17")
+	if x, _ := toFloat(r.Rows[0][0]); x < 0 {
+		t.Fatalf("SUM of ages %v", x)
+	}
+	// An alias that shadows a column: GROUP BY resolves the column first.
+	r = f.answer(t, s, "SELECT education AS sex, sex AS education, COUNT(*) FROM adult GROUP BY sex, education")
+	if len(r.Rows) != 32 || r.Columns[0].Name != "sex" {
+		t.Fatalf("%d rows %+v", len(r.Rows), r.Columns)
+	}
+	// Top-k over expression groups.
+	r = f.answer(t, s, "SELECT LEFT(education, 1) AS e FROM adult GROUP BY e ORDER BY COUNT(*) DESC LIMIT 1")
+	if len(r.Rows) != 1 || r.Rows[0][0] != "H" {
+		t.Fatalf("%v", r.Rows)
+	}
+	// Domain list of an expression: free.
+	before := len(f.entries(t))
+	r = f.answer(t, s, "SELECT CASE WHEN age < 30 THEN 'young' ELSE 'old' END AS band FROM adult GROUP BY band")
+	if fmt.Sprint(r.Rows) != "[[young] [old]]" || len(f.entries(t)) != before {
+		t.Fatalf("%v", r.Rows)
+	}
+	// EXPLAIN shows the weights and the sensitivity of each aggregate.
+	r = f.answer(t, s, "EXPLAIN SELECT SUM(CASE WHEN sex = 'Male' THEN hours_per_week ELSE 0 END) FROM adult")
+	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "weights query 1 column 1") || !strings.Contains(got, "[0, 99], sensitivity alone 99") {
+		t.Fatalf("%s", got)
+	}
+}
