@@ -200,11 +200,15 @@ func canonQuery(b *strings.Builder, q *parser.Query) {
 	}
 	b.WriteString(")where(")
 	canonPred(b, q.Where)
-	fmt.Fprintf(b, ")group%q having(", q.GroupBy)
+	fmt.Fprintf(b, ")group%q%s having(", q.GroupBy, canonAny(q.GroupExprs))
 	canonPred(b, q.Having)
 	b.WriteString(")order(")
 	for _, o := range q.OrderBy {
-		fmt.Fprintf(b, "%d/%d/%q/%v,", o.SelectIndex, o.Agg, o.Column, o.Desc)
+		fmt.Fprintf(b, "%d/%d/%q/%v/%s/%s/", o.SelectIndex, o.Agg, o.Column, o.Desc, canonAny(o.Arg), canonAny(o.Key))
+		if o.Expr != nil {
+			canonExpr(b, o.Expr)
+		}
+		b.WriteString(",")
 	}
 	b.WriteString(")limit(")
 	if q.Limit != nil {
@@ -214,11 +218,21 @@ func canonQuery(b *strings.Builder, q *parser.Query) {
 }
 
 func canonItem(b *strings.Builder, it parser.SelectItem) {
-	fmt.Fprintf(b, "item(%d,%q,%d", it.Agg, it.Column, it.Bar)
+	fmt.Fprintf(b, "item(%d,%q,%d,%s,%s", it.Agg, it.Column, it.Bar, canonAny(it.Arg), canonAny(it.Key))
 	if it.Expr != nil {
 		canonExpr(b, it.Expr)
 	}
 	b.WriteString(")")
+}
+
+// canonAny prints expressions and predicates of columns: they are values
+// (no pointers), so %#v is canonical; literals keep their case (a
+// difference only costs a repeat its reuse).
+func canonAny(v any) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%#v", v)
 }
 
 func canonExpr(b *strings.Builder, e *parser.AggExpr) {
@@ -231,6 +245,17 @@ func canonExpr(b *strings.Builder, e *parser.AggExpr) {
 		b.WriteString(")")
 	case e.Leaf != nil:
 		canonItem(b, *e.Leaf)
+	case e.Func != "":
+		fmt.Fprintf(b, "%s(", e.Func)
+		for _, a := range e.Args {
+			canonExpr(b, a)
+			b.WriteString(",")
+		}
+		b.WriteString(")")
+	case e.IsStr:
+		fmt.Fprintf(b, "%q", e.Str)
+	case e.Null:
+		b.WriteString("NULL")
 	default:
 		fmt.Fprintf(b, "%v", e.Number)
 	}
@@ -286,7 +311,7 @@ func canonPred(b *strings.Builder, p parser.Pred) {
 		canonItem(b, p.Item)
 		fmt.Fprintf(b, ",%d,%v)", p.Op, p.Value)
 	default:
-		fmt.Fprintf(b, "%T(%+v)", p, p)
+		b.WriteString(canonAny(p))
 	}
 }
 

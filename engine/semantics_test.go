@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
 )
 
 // A set that is empty by construction — a fact about the declared domain,
@@ -145,5 +148,37 @@ func TestBIToolSQL(t *testing.T) {
 	r = f.answer(t, s, "EXPLAIN SELECT SUM(CASE WHEN sex = 'Male' THEN hours_per_week ELSE 0 END) FROM adult")
 	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "weights query 1 column 1") || !strings.Contains(got, "[0, 99], sensitivity alone 99") {
 		t.Fatalf("%s", got)
+	}
+}
+
+// Queries that differ only in an expression are different queries to the
+// answer store; spellings of one query are the same.
+func TestReuseKeyCoversExpressions(t *testing.T) {
+	f := newFixture(t)
+	tab := f.cfg.Catalog.Table("adult")
+	key := func(sql string) string {
+		sts, err := parser.ParseWithColumns(sql, f.eng.protected, f.eng.hasColumn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reuseKey(tab, []*parser.Statement{&sts[0]}, planner.Options{Noise: "laplace", Epsilon: 1})
+	}
+	for _, pair := range [][2]string{
+		{"SELECT COUNT(CASE WHEN age > 40 THEN 1 END) FROM adult", "SELECT COUNT(CASE WHEN age > 41 THEN 1 END) FROM adult"},
+		{"SELECT SUM(age * 2) FROM adult", "SELECT SUM(age * 3) FROM adult"},
+		{"SELECT POWER(AVG(age), 2) FROM adult", "SELECT SQRT(AVG(age)) FROM adult"},
+		{"SELECT FLOOR(age / 10) AS d, COUNT(*) FROM adult GROUP BY d", "SELECT FLOOR(age / 5) AS d, COUNT(*) FROM adult GROUP BY d"},
+		{"SELECT COUNT(*) FROM adult WHERE education LIKE 'B%'", "SELECT COUNT(*) FROM adult WHERE education LIKE 'M%'"},
+		{"SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY SUM(age)", "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY SUM(hours_per_week)"},
+		{"SELECT VARIANCE(age) FROM adult", "SELECT VAR_SAMP(age) FROM adult"},
+		{"SELECT COUNT(*), 3 FROM adult", "SELECT COUNT(*), 4 FROM adult"},
+	} {
+		if key(pair[0]) == key(pair[1]) {
+			t.Errorf("same reuse key for %q and %q", pair[0], pair[1])
+		}
+	}
+	if key("SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM adult GROUP BY decade") !=
+		key("select floor(age/10)*10 as d, count(*) from adult group by 1") {
+		t.Error("spellings of one query have different reuse keys")
 	}
 }
