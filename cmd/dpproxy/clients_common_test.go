@@ -578,3 +578,76 @@ func near(t *testing.T, what string, got float64, want int64, stderr float64) {
 		t.Fatalf("%s: %v is %.1f standard errors from the truth %d (stderr %.3g)", what, got, d/stderr, want, stderr)
 	}
 }
+
+// ---- the SQL BI tools write ----
+
+// biToolFlow is what Tableau, Superset, Looker and Metabase write for
+// common charts, as they write it: counts as SUM(1), conditional sums and
+// counts with CASE, numeric binning (FLOOR(x / w) * w and DIV), LIKE. Each
+// is one DP query, answered at ε = 1.
+func biToolFlow() []flowStep {
+	return []flowStep{
+		{Step: "bi_eps", SQL: "SET @dp_epsilon = 1", Exec: true},
+		// Tableau's "Number of Records".
+		{Step: "tableau_records", SQL: "SELECT `adult`.`sex` AS `sex`, SUM(1) AS `sum_Number of Records_ok` FROM `adult` GROUP BY 1", DP: true},
+		// Superset and Looker: a conditional sum and a conditional count.
+		{Step: "superset_case_sum", SQL: "SELECT sex AS sex, SUM(CASE WHEN income = '>50K' THEN 1 ELSE 0 END) AS rich FROM adult GROUP BY sex ORDER BY rich DESC LIMIT 10000", DP: true},
+		{Step: "looker_case_count", SQL: "SELECT COUNT(CASE WHEN (adult.income = '>50K') THEN 1 ELSE NULL END) AS `adult.rich_count` FROM adult", DP: true},
+		// Metabase's numeric binning (its alias shadows the column) and
+		// Superset's, by alias; DIV.
+		{Step: "metabase_bins", SQL: "SELECT (FLOOR((`adult`.`age` / 10)) * 10) AS `age`, count(*) AS `count` FROM `adult` GROUP BY (FLOOR((`adult`.`age` / 10)) * 10) ORDER BY (FLOOR((`adult`.`age` / 10)) * 10) ASC", DP: true},
+		{Step: "decade_alias", SQL: "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) AS n FROM adult GROUP BY decade ORDER BY decade", DP: true},
+		{Step: "div", SQL: "SELECT age DIV 10 AS d, COUNT(*) AS n FROM adult GROUP BY age DIV 10 ORDER BY d", DP: true},
+		{Step: "like", SQL: "SELECT COUNT(*) AS n, DP_STDERR(COUNT(*)) AS se FROM adult WHERE education LIKE 'B%'", DP: true},
+		{Step: "bi_reset", SQL: "SET @dp_epsilon = NULL", Exec: true},
+	}
+}
+
+// checkBIToolFlow checks biToolFlow's answers against the truth: at ε = 1
+// a count's standard error is about 1.4 (2 for a query of two
+// aggregates), so 30 is over 10 standard errors.
+func checkBIToolFlow(t *testing.T, rs results) {
+	t.Helper()
+	const tol = 30.0
+	within := func(step string, got float64, truth int64) {
+		t.Helper()
+		if math.Abs(got-float64(truth)) > tol {
+			t.Fatalf("%s: %v, truth %d", step, got, truth)
+		}
+	}
+	r := rs.get(t, "tableau_records")
+	wantOK(t, r)
+	if len(r.Rows) != 2 || r.cell(0, 0) != "Female" || r.Columns[1] != "sum_Number of Records_ok" {
+		t.Fatalf("tableau_records: %s", r)
+	}
+	within("tableau_records", num(t, r, 0, 1), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE sex = 'Female'"))
+	r = rs.get(t, "superset_case_sum")
+	wantOK(t, r)
+	if len(r.Rows) != 2 || r.cell(0, 0) != "Male" {
+		t.Fatalf("superset_case_sum: %s", r)
+	}
+	within("superset_case_sum", num(t, r, 0, 1), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE sex = 'Male' AND income = '>50K'"))
+	r = rs.get(t, "looker_case_count")
+	wantOK(t, r)
+	within("looker_case_count", num(t, r, 0, 0), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE income = '>50K'"))
+	for _, step := range []string{"metabase_bins", "decade_alias"} {
+		r = rs.get(t, step)
+		wantOK(t, r)
+		if len(r.Rows) != 9 || r.cell(0, 0) != "10" || r.cell(8, 0) != "90" {
+			t.Fatalf("%s: %s", step, r)
+		}
+		within(step, num(t, r, 2, 1), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 39"))
+	}
+	if r := rs.get(t, "metabase_bins"); r.Columns[0] != "age" {
+		t.Fatalf("metabase_bins columns %v", r.Columns)
+	}
+	r = rs.get(t, "div")
+	wantOK(t, r)
+	if len(r.Rows) != 9 || r.cell(3, 0) != "4" {
+		t.Fatalf("div: %s", r)
+	}
+	within("div", num(t, r, 3, 1), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 40 AND 49"))
+	r = rs.get(t, "like")
+	wantOK(t, r)
+	within("like", num(t, r, 0, 0), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE education LIKE 'B%'"))
+}

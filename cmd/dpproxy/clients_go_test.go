@@ -144,6 +144,14 @@ func TestClientsGoDriver(t *testing.T) {
 	if err := db.Ping(); err != nil {
 		t.Fatal(err)
 	}
+
+	// The SQL BI tools write, through both kinds of statements.
+	for _, params := range []string{"interpolateParams=false", "interpolateParams=true"} {
+		before := releasedAnswers(t, cp)
+		flow := biToolFlow()
+		checkBIToolFlow(t, goFlow(t, connect(t, cp.addr, "analyst", "analyst", params), flow))
+		checkLedger(t, cp, before+dpSteps(flow))
+	}
 }
 
 func TestClientsGoDriverTLS(t *testing.T) {

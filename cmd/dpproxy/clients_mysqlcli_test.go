@@ -127,6 +127,16 @@ func TestClientsMySQLCLI(t *testing.T) {
 	if got := len(entries(t, cp.proxy)); got != len(es)+1 {
 		t.Fatalf("batch: %d new ledger entries, want 1", got-len(es))
 	}
+
+	// The SQL BI tools write; each statement in its own session at ε = 1.
+	bi := results{}
+	for _, st := range biToolFlow() {
+		if st.Exec {
+			continue
+		}
+		bi[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = 1; "+st.SQL)
+	}
+	checkBIToolFlow(t, bi)
 }
 
 func TestClientsMySQLCLITLS(t *testing.T) {
