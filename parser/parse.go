@@ -52,16 +52,22 @@ type Columns func(table, column string) bool
 //     MySQL an aggregate without GROUP BY under WHERE FALSE returns one row
 //     (COUNT 0, SUM/AVG NULL), not zero rows; such a query is KindEmpty
 //     with GroupBy empty and aggregate items, and costs nothing either way.
-//   - KindAggregate: at least one COUNT(*), COUNT(1), COUNT(c), SUM(c),
-//     AVG(c), possibly wrapped in DP_STDERR/DP_CI_LOW/DP_CI_HIGH, in the
-//     select list, HAVING or ORDER BY (so `SELECT a FROM t GROUP BY a ORDER
-//     BY COUNT(*) DESC LIMIT k` is the top-k form). Every plain column of
-//     the select list must be in GROUP BY.
+//   - KindAggregate: at least one aggregate — COUNT(*), COUNT(x), SUM(x),
+//     AVG(x), VARIANCE/VAR_POP/VAR_SAMP/STD/STDDEV/STDDEV_POP/STDDEV_SAMP(x)
+//     of a column or an expression x (SelectItem.Column or Arg), possibly
+//     wrapped in DP_STDERR/DP_CI_LOW/DP_CI_HIGH — in the select list,
+//     HAVING or ORDER BY (so `SELECT a FROM t GROUP BY a ORDER BY COUNT(*)
+//     DESC LIMIT k` is the top-k form). Every plain column of the select
+//     list must be in GROUP BY, and every expression of columns
+//     (SelectItem.Key) must be a function of the GROUP BY keys. Numeric
+//     functions of aggregates and constants (POWER(AVG(x), 2), COUNT(*) /
+//     2, 3 AS three) are post-processing (SelectItem.Expr).
 //   - KindDomainList: no aggregate anywhere, and GROUP BY (or SELECT
-//     DISTINCT) over exactly the selected columns. The answer is the
-//     declared domain, so WHERE and HAVING are refused unless WHERE is a
-//     constant TRUE (honouring a real WHERE would make the list depend on
-//     the data); ORDER BY must name selected columns.
+//     DISTINCT) over exactly the selected keys, columns or expressions of
+//     them. The answer is the declared domain (or its image under the
+//     keys), so WHERE and HAVING are refused unless WHERE is a constant
+//     TRUE (honouring a real WHERE would make the list depend on the
+//     data); ORDER BY must name selected keys.
 //   - KindExplain: EXPLAIN (or DESCRIBE, any FORMAT) over a KindAggregate
 //     select; Query is the inner select. EXPLAIN over a domain list or an
 //     empty select, and EXPLAIN ANALYZE, are refused with 1235.
@@ -76,47 +82,58 @@ type Columns func(table, column string) bool
 // compile/. SelectItem.Alias is the alias
 // as written, else the name MySQL gives the column: the column name as
 // written without qualifier for a column, else the expression text exactly
-// as the client wrote it (`COUNT( * )` stays "COUNT( * )"). GROUP BY and
-// ORDER BY resolve positions (GROUP BY 1) and select-list aliases; ORDER BY
-// an aggregate that is selected points at that item (SelectIndex), else it
-// is SelectIndex -1 with Agg/Column set. An OrderItem that refers to a
-// select item has only SelectIndex (and Desc) set; otherwise SelectIndex is
-// -1 and Column (a column not in the select list) or Agg/Column (an
-// aggregate not in the select list) says what to order by.
+// as the client wrote it (`COUNT( * )` stays "COUNT( * )"). Names resolve
+// as in MySQL: in GROUP BY and HAVING a name is a column of the table
+// first, then a select-list alias (`SELECT education AS sex ... GROUP BY
+// sex` groups by the column sex); in ORDER BY an alias first. Positions
+// (GROUP BY 1) name select items. An expression in GROUP BY becomes a
+// GroupExpr (Query.GroupExprs, with its position among the keys); ORDER BY
+// an aggregate, an expression or a key that is selected points at that
+// item (SelectIndex), else it is SelectIndex -1 with Agg/Column/Arg, Expr
+// or Key set.
 //
 // # Predicates
 //
-// WHERE becomes a Pred: `column op literal` with op = <> != < <= > >=
-// (`30 < age` is normalised to `age > 30`), [NOT] BETWEEN, [NOT] IN (list),
-// IS [NOT] NULL, AND, OR, NOT, parentheses. Comparisons and tests between
-// literals (1 <> 1, 1 = 1, TRUE, FALSE, 0, 1) fold to Const, and And/Or
-// with constant terms are simplified, so `WHERE 1 = 1 AND sex = 'Male'` is
-// the Compare alone and `WHERE 1 = 1` is Const{true}. Literals: numbers
-// (with sign), quoted strings (Text unquoted, Quoted true), TRUE/FALSE
-// (Text "1"/"0"), _charset'...' introducers. HAVING becomes AggCompare
-// terms (`aggregate op number`, the aggregate written out or by its alias)
-// combined with And/Or/Not.
+// WHERE becomes a Pred. The simple forms keep their own atoms: `column op
+// literal` with op = <> != < <= > >= (`30 < age` is normalised to `age >
+// 30`), [NOT] BETWEEN, [NOT] IN (list), IS [NOT] NULL. Anything else over
+// columns is a general atom on expressions (Expr): comparisons and <=> of
+// expressions, IN lists of expressions, BETWEEN of expressions, LIKE (with
+// ESCAPE; MySQL's \% and \_ kept), REGEXP/RLIKE, IS [NOT] TRUE/FALSE, a
+// bare expression as a condition; expressions are columns, literals, + - *
+// / DIV %, CASE, IF, IFNULL, COALESCE, NULLIF, CAST and the deterministic
+// functions of scalarFuncs. AND, OR, NOT, XOR (expanded) and parentheses
+// combine them. Comparisons and tests between literals (1 <> 1, 1 = 1,
+// TRUE, FALSE, 0, 1) fold to Const, and And/Or with constant terms are
+// simplified, so `WHERE 1 = 1 AND sex = 'Male'` is the Compare alone and
+// `WHERE 1 = 1` is Const{true}; a comparison with NULL stays an atom
+// (UNKNOWN, also under NOT). Literals: numbers (with sign), quoted strings
+// (Text unquoted, Quoted true), TRUE/FALSE (Text "1"/"0"), _charset'...'
+// introducers. HAVING becomes AggCompare terms (`aggregate op number`,
+// the aggregate written out, by its alias, or an expression of
+// aggregates) and conditions on the group keys (aliases of key
+// expressions replaced by the expressions), combined with And/Or/Not.
 //
 // # Refusals
 //
 // CodeDPRefused (3900) when the statement asks for something DP cannot
 // release, whatever the syntax: rows or row values (SELECT *, plain column
-// reads without GROUP BY, constants selected row by row, a plain column not
-// in GROUP BY), single-row statistics (MIN, MAX, ANY_VALUE, GROUP_CONCAT,
-// JSON_ARRAYAGG, JSON_OBJECTAGG, BIT_AND/OR/XOR), joins, subqueries, derived
-// tables, CTEs, UNION/INTERSECT/EXCEPT or more than one table when a
-// protected table is involved, SELECT ... INTO, a WHERE or HAVING on a
-// domain list, and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD,
-// DDL) on a protected table (read-only).
+// reads without GROUP BY, constants selected row by row, a column or
+// expression that is not a GROUP BY key), single-row statistics (MIN, MAX,
+// ANY_VALUE, GROUP_CONCAT, JSON_ARRAYAGG, JSON_OBJECTAGG, BIT_AND/OR/XOR),
+// joins, subqueries, derived tables, CTEs, UNION/INTERSECT/EXCEPT or more
+// than one table when a protected table is involved, SELECT ... INTO, a
+// WHERE or HAVING on a domain list, HAVING on a column that is not a key,
+// and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD, DDL) on a
+// protected table (read-only).
 //
 // CodeNotSupported (1235) when the request is a legitimate aggregate query
-// but uses SQL outside dpproxy's subset: predicate forms (LIKE, REGEXP,
-// <=>, column-vs-column comparisons, functions or arithmetic, = NULL,
-// placeholders, hex/bit literals), other aggregates (STDDEV, VARIANCE ...),
-// COUNT(DISTINCT c), expressions in the select list, GROUP BY / ORDER BY
-// on expressions, HAVING on anything but aggregates, LIMIT with a non-zero
-// offset, window functions, EXPLAIN ANALYZE, PREPARE over a protected
-// table.
+// but uses SQL outside dpproxy's subset: non-deterministic functions
+// (RAND(), NOW(), ...), date and time functions, functions outside the
+// supported list, COLLATE, bit operators, placeholders, hex/bit literals,
+// row constructors, nested aggregates, COUNT(DISTINCT c), GROUP BY a
+// constant or an aggregate, LIMIT with a non-zero offset, window
+// functions, EXPLAIN ANALYZE, PREPARE over a protected table.
 //
 // CodeBadField (1054) for a qualifier that names neither the table nor its
 // alias, a column the table does not have (with Columns), or a position
