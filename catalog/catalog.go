@@ -209,7 +209,7 @@ type Cell struct {
 
 // Cells lists the column's domain cells in order.
 func (c *Column) Cells() []Cell {
-	var cells []Cell
+	cells := make([]Cell, 0, c.Size())
 	switch c.Kind {
 	case Categorical:
 		for _, v := range c.Values {

@@ -19,22 +19,68 @@ import (
 // collation), with Go's RE2 syntax: no back-references or look-around.
 
 // collation compares strings as utf8mb4_0900_ai_ci does. A Collator is
-// not safe for concurrent use, so each compilation has its own.
+// not safe for concurrent use, so each compilation has its own, made when
+// an ordering is first needed (equality needs only fold).
 type collation struct {
-	c  *collate.Collator
-	re map[string]*regexp.Regexp
+	c     *collate.Collator
+	re    map[string]*regexp.Regexp
+	folds map[string]string
 }
 
 func newCollation() *collation {
-	return &collation{c: collate.New(language.Und, collate.IgnoreCase, collate.IgnoreDiacritics), re: map[string]*regexp.Regexp{}}
+	return &collation{re: map[string]*regexp.Regexp{}, folds: map[string]string{}}
+}
+
+// equal reports whether two strings are equal under the collation.
+func (co *collation) equal(a, b string) bool {
+	if a == b {
+		return true
+	}
+	return co.fold(a) == co.fold(b)
+}
+
+// fold is fold(s), remembered.
+func (co *collation) fold(s string) string {
+	f, ok := co.folds[s]
+	if !ok {
+		f = fold(s)
+		co.folds[s] = f
+	}
+	return f
 }
 
 // compare orders two strings: -1, 0 or 1.
-func (co *collation) compare(a, b string) int { return co.c.CompareString(a, b) }
+func (co *collation) compare(a, b string) int {
+	if co.equal(a, b) {
+		return 0
+	}
+	if co.c == nil {
+		co.c = collate.New(language.Und, collate.IgnoreCase, collate.IgnoreDiacritics)
+	}
+	if c := co.c.CompareString(a, b); c != 0 {
+		return c
+	}
+	// Equal weights but different folds (rare: ignorable characters):
+	// order by the folds, so that only equal folds compare equal.
+	if fa, fb := co.fold(a), co.fold(b); fa < fb {
+		return -1
+	}
+	return 1
+}
 
 // fold is a string's key for grouping and for matching LIKE patterns
 // character by character: accents removed, lower-cased.
 func fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(s)
+	}
 	var b strings.Builder
 	for _, r := range norm.NFD.String(s) {
 		if unicode.Is(unicode.Mn, r) {

@@ -51,11 +51,14 @@ type env map[string]val
 // MySQL's semantics (NULL propagation, three-valued logic, the default
 // collation), never on data.
 type evaluator struct {
-	t  *catalog.Table
-	co *collation
+	t        *catalog.Table
+	co       *collation
+	literals map[parser.Literal]val // literals read once per compilation
 }
 
-func newEvaluator(t *catalog.Table) *evaluator { return &evaluator{t: t, co: newCollation()} }
+func newEvaluator(t *catalog.Table) *evaluator {
+	return &evaluator{t: t, co: newCollation(), literals: map[parser.Literal]val{}}
+}
 
 // cellVal is what a column's cell stands for.
 func cellVal(c *catalog.Column, i int, cell catalog.Cell) val {
@@ -96,7 +99,11 @@ func (ev *evaluator) expr(e parser.Expr, en env) (val, error) {
 		if e.Null {
 			return nullVal, nil
 		}
-		v := literalVal(e.Lit.Text, e.Lit.Quoted)
+		v, ok := ev.literals[e.Lit]
+		if !ok {
+			v = literalVal(e.Lit.Text, e.Lit.Quoted)
+			ev.literals[e.Lit] = v
+		}
 		return v, nil
 	case parser.Neg:
 		x, err := ev.expr(e.X, en)
@@ -431,6 +438,39 @@ func truthOf(x val) (tri, error) {
 	return 0, &splitError{col: x.splitCol, cell: x.splitCell}
 }
 
+// normalize rewrites every simple atom of p into its general form (see
+// general) once, before p is evaluated on many cells.
+func (ev *evaluator) normalize(p parser.Pred) (parser.Pred, error) {
+	switch x := p.(type) {
+	case parser.Compare, parser.In, parser.Between, parser.IsNull:
+		return ev.general(x)
+	case parser.And:
+		out := parser.And{Terms: make([]parser.Pred, len(x.Terms))}
+		for i, t := range x.Terms {
+			n, err := ev.normalize(t)
+			if err != nil {
+				return nil, err
+			}
+			out.Terms[i] = n
+		}
+		return out, nil
+	case parser.Or:
+		out := parser.Or{Terms: make([]parser.Pred, len(x.Terms))}
+		for i, t := range x.Terms {
+			n, err := ev.normalize(t)
+			if err != nil {
+				return nil, err
+			}
+			out.Terms[i] = n
+		}
+		return out, nil
+	case parser.Not:
+		n, err := ev.normalize(x.Term)
+		return parser.Not{Term: n}, err
+	}
+	return p, nil
+}
+
 // general turns a simple atom (a bare column against literals) into its
 // general form, reading each literal against the column's domain as
 // dpproxy always has: text for a categorical column, a number (quoted or
@@ -515,6 +555,9 @@ func (ev *evaluator) compare(l val, op parser.CompareOp, r val) (tri, error) {
 	case l.kind == vAny || r.kind == vAny:
 		return 0, splitOf(l, r)
 	case l.kind == vStr && r.kind == vStr:
+		if op == parser.OpEq || op == parser.OpNe {
+			return triOf(ev.co.equal(l.str, r.str) == (op == parser.OpEq)), nil
+		}
 		return triOf(holds(op, ev.co.compare(l.str, r.str))), nil
 	}
 	l, r = toNumber(l), toNumber(r)
@@ -565,7 +608,7 @@ func (ev *evaluator) declared(c *catalog.Column, s string) bool {
 		return false
 	}
 	for _, v := range c.Values {
-		if ev.co.compare(v, s) == 0 {
+		if ev.co.equal(v, s) {
 			return true
 		}
 	}

@@ -133,7 +133,11 @@ func (qc *queryCompiler) aggregate(si parser.SelectItem) (Item, error) {
 	case parser.AggAvg:
 		return Item{Kind: ItemRatio, Agg: qc.addBase(sum), Den: qc.addBase(nn), Lo: t.lo, Hi: t.hi, Null: null, Arg: ExprSQL(arg)}, nil
 	case parser.AggVarPop, parser.AggVarSamp, parser.AggStdPop, parser.AggStdSamp:
-		sq := Mul(qc.base, t.squares)
+		squares, err := t.sq()
+		if err != nil {
+			return Item{}, err
+		}
+		sq := Mul(qc.base, squares)
 		half := (t.hi - t.lo) / 2
 		return Item{Kind: ItemVariance, Agg: qc.addBase(sum), Den: qc.addBase(nn), Sq: qc.addBase(sq),
 			Samp: si.Agg == parser.AggVarSamp || si.Agg == parser.AggStdSamp,
@@ -147,9 +151,10 @@ func (qc *queryCompiler) aggregate(si parser.SelectItem) (Item, error) {
 // it is not NULL, its value (the cell's midpoint where it varies within the
 // cell), its square, and the range and integrality of its values.
 type argTables struct {
-	notNull, weights, squares Linear
-	lo, hi                    float64
-	integral                  bool
+	notNull, weights Linear
+	sq               func() (Linear, error) // the squares, built when a variance needs them
+	lo, hi           float64
+	integral         bool
 }
 
 func (qc *queryCompiler) argTables(arg parser.Expr, weighted bool, name, what string) (argTables, error) {
@@ -221,8 +226,8 @@ func (qc *queryCompiler) argTables(arg parser.Expr, weighted bool, name, what st
 	if out.weights, err = qc.toLinear(cols, ws); err != nil {
 		return out, err
 	}
-	out.squares, err = qc.toLinear(cols, sq)
-	return out, err
+	out.sq = func() (Linear, error) { return qc.toLinear(cols, sq) }
+	return out, nil
 }
 
 // unknownWeights refuses a SUM-like aggregate over the other cell, whose

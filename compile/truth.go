@@ -99,8 +99,12 @@ func (c *compiler) atomTV(p parser.Pred) (Linear, Linear, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	general, err := c.ev.normalize(p)
+	if err != nil {
+		return nil, nil, err
+	}
 	vals, err := c.tabulate(cols, "", func(en env) (float64, error) {
-		t, err := c.ev.pred(p, en)
+		t, err := c.ev.pred(general, en)
 		switch {
 		case err != nil:
 			return 0, err
