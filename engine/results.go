@@ -398,7 +398,7 @@ func emptyResult(t *catalog.Table, q *parser.Query) (*Result, error) {
 	}
 	// An aggregate without GROUP BY over a constant-false WHERE has one row in
 	// MySQL: COUNT is 0 and SUM/AVG are NULL, whatever the data, so it is exact and free.
-	if len(q.GroupBy) == 0 && (q.Limit == nil || *q.Limit > 0) {
+	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 && (q.Limit == nil || *q.Limit > 0) {
 		var row []any
 		for _, it := range q.Select {
 			switch it.Agg {

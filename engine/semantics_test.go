@@ -182,3 +182,23 @@ func TestReuseKeyCoversExpressions(t *testing.T) {
 		t.Error("spellings of one query have different reuse keys")
 	}
 }
+
+// Top-k over GROUP BY expressions is a selection by the exponential
+// mechanism too, and an empty result under WHERE FALSE has no row per
+// expression group.
+func TestTopKAndEmptyOverExpressionGroups(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 2.0})
+	r := f.answer(t, s, "SELECT LEFT(education, 1) AS e FROM adult GROUP BY e ORDER BY COUNT(*) DESC LIMIT 1")
+	if len(r.Rows) != 1 || r.Rows[0][0] != "H" {
+		t.Fatalf("%v", r.Rows)
+	}
+	es := f.entries(t)
+	if len(es) != 1 || !strings.Contains(es[0].Mechanism, "exponential") {
+		t.Fatalf("ledger %+v", es)
+	}
+	r = f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE 1 <> 1 GROUP BY age DIV 10")
+	if len(r.Rows) != 0 {
+		t.Fatalf("%v", r.Rows)
+	}
+}

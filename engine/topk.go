@@ -17,7 +17,7 @@ import (
 // looksTopK is the syntactic shape of a top-k query (GROUP BY, ORDER BY a
 // count first, LIMIT): such statements are batches of their own.
 func looksTopK(q *parser.Query) bool {
-	if q == nil || q.Limit == nil || len(q.GroupBy) == 0 || len(q.OrderBy) == 0 {
+	if q == nil || q.Limit == nil || len(q.GroupBy)+len(q.GroupExprs) == 0 || len(q.OrderBy) == 0 {
 		return false
 	}
 	o := q.OrderBy[0]

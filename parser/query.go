@@ -340,7 +340,7 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 				}
 			case itemKey:
 				if col, ok := b.keyDependent(it.Key, q); !ok {
-					return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns aggregates per group, never row values; write GROUP BY %s, or group by the expression itself", it.text, col, it.text)
+					return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns aggregates per group, never row values; add it to GROUP BY (GROUP BY %s) or aggregate it (SUM(%s))", it.text, col, it.text, it.text)
 				}
 			}
 		}
