@@ -247,10 +247,10 @@ type Item struct {
 	// NonNeg, NonPos report that every weight is ≥ 0 (≤ 0): the noisy SUM
 	// is clamped at zero (post-processing).
 	NonNeg, NonPos bool
-	// Lo, Hi bound an AVG: the smallest and largest value its cells stand
-	// for. The true average lies between them, so clamping the noisy one
-	// into [Lo, Hi] is free post-processing that only reduces error. For a
-	// variance, Hi bounds it ((max − min)² / 4).
+	// Lo, Hi bound an AVG's or a variance's argument: the smallest and
+	// largest value its cells stand for. The true average lies between
+	// them, so clamping the noisy one into [Lo, Hi] is free post-processing
+	// that only reduces error; a variance lies in [0, ((Hi − Lo)/2)²].
 	Lo, Hi float64
 	// Samp and Sqrt make a variance the sample variance (N − 1) and a
 	// standard deviation.

@@ -138,11 +138,10 @@ func (qc *queryCompiler) aggregate(si parser.SelectItem) (Item, error) {
 			return Item{}, err
 		}
 		sq := Mul(qc.base, squares)
-		half := (t.hi - t.lo) / 2
 		return Item{Kind: ItemVariance, Agg: qc.addBase(sum), Den: qc.addBase(nn), Sq: qc.addBase(sq),
 			Samp: si.Agg == parser.AggVarSamp || si.Agg == parser.AggStdSamp,
 			Sqrt: si.Agg == parser.AggStdPop || si.Agg == parser.AggStdSamp,
-			Lo:   0, Hi: half * half, Null: null, Arg: ExprSQL(arg)}, nil
+			Lo:   t.lo, Hi: t.hi, Null: null, Arg: ExprSQL(arg)}, nil
 	}
 	return Item{}, parser.Errorf(parser.CodeNotSupported, "unsupported aggregate")
 }

@@ -8,7 +8,10 @@ import (
 )
 
 // ExprSQL prints an expression as SQL, for messages and EXPLAIN.
-func ExprSQL(e parser.Expr) string {
+func ExprSQL(e parser.Expr) string { return exprSQL(e, false) }
+
+// exprSQL parenthesises arithmetic inside arithmetic.
+func exprSQL(e parser.Expr, nested bool) string {
 	switch e := e.(type) {
 	case nil:
 		return "NULL"
@@ -20,13 +23,17 @@ func ExprSQL(e parser.Expr) string {
 		}
 		return litSQL(e.Lit)
 	case parser.Neg:
-		return "-" + ExprSQL(e.X)
+		return "-" + exprSQL(e.X, true)
 	case parser.Arith:
 		op := e.Op
 		if op == "div" {
 			op = "DIV"
 		}
-		return "(" + ExprSQL(e.Left) + " " + op + " " + ExprSQL(e.Right) + ")"
+		s := exprSQL(e.Left, true) + " " + op + " " + exprSQL(e.Right, true)
+		if nested {
+			return "(" + s + ")"
+		}
+		return s
 	case parser.Call:
 		var args []string
 		for _, a := range e.Args {

@@ -243,9 +243,10 @@ func variance(q *compile.Query, it compile.Item, row compile.Row, m *measured) (
 	if it.Samp {
 		v, sd = v*N/(N-1), sd*N/(N-1)
 	}
-	top := it.Hi
+	half := (it.Hi - it.Lo) / 2
+	top := half * half // the largest population variance of values in [Lo, Hi]
 	if it.Samp {
-		top = it.Hi * N / (N - 1)
+		top *= N / (N - 1)
 	}
 	clamp := func(x float64) float64 { return math.Min(math.Max(x, 0), top) }
 	lo, hi := clamp(v-z95*sd), clamp(v+z95*sd)
@@ -486,6 +487,13 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	for q, qu := range w.Queries {
 		if !qu.Measured() {
 			add(fmt.Sprintf("query %d", q+1), "answered exactly from the declared domain, nothing measured: "+qu.Why)
+		}
+		if len(qu.Keys) > 0 {
+			var keys []string
+			for _, k := range qu.Keys {
+				keys = append(keys, k.Text)
+			}
+			add(fmt.Sprintf("groups query %d", q+1), fmt.Sprintf("%d (GROUP BY %s: the groups the WHERE admits on the declared domain)", len(qu.Rows), strings.Join(keys, ", ")))
 		}
 	}
 	if !w.Measured() {

@@ -144,7 +144,19 @@ func TestBIToolSQL(t *testing.T) {
 	if fmt.Sprint(r.Rows) != "[[young] [old]]" || len(f.entries(t)) != before {
 		t.Fatalf("%v", r.Rows)
 	}
-	// EXPLAIN shows the weights and the sensitivity of each aggregate.
+	// Error bars of aggregates of expressions.
+	r = f.answer(t, s, "SELECT SUM(CASE WHEN sex = 'Male' THEN 1 ELSE 0 END) AS n, DP_STDERR(SUM(CASE WHEN sex = 'Male' THEN 1 ELSE 0 END)) AS se, DP_CI_LOW(VARIANCE(age)) AS lo, DP_CI_HIGH(VARIANCE(age)) AS hi FROM adult")
+	if se, _ := toFloat(r.Rows[0][1]); se <= 0 || se > 1000 {
+		t.Fatalf("stderr %v", r.Rows[0])
+	}
+	if lo, _ := toFloat(r.Rows[0][2]); lo <= 0 || lo >= r.Rows[0][3].(float64) {
+		t.Fatalf("variance interval %v", r.Rows[0])
+	}
+	// EXPLAIN shows the groups, the weights and the sensitivity of each aggregate.
+	r = f.answer(t, s, "EXPLAIN SELECT FLOOR(age / 10) * 10 AS d, COUNT(*) FROM adult WHERE age < 40 GROUP BY d")
+	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "groups query 1 3 (GROUP BY FLOOR(age / 10) * 10:") {
+		t.Fatalf("%s", got)
+	}
 	r = f.answer(t, s, "EXPLAIN SELECT SUM(CASE WHEN sex = 'Male' THEN hours_per_week ELSE 0 END) FROM adult")
 	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "weights query 1 column 1") || !strings.Contains(got, "[0, 99], sensitivity alone 99") {
 		t.Fatalf("%s", got)

@@ -328,7 +328,9 @@ type space struct {
 // (public: the domain's bounds): AVG = S/C has variance ≈ (Var S +
 // avg²·Var C)/C², so without the weight the planner would trade the
 // count's accuracy for the sum's as if the count were reported alone, and
-// AVGs would be needlessly noisy. Reported errors stay unweighted.
+// AVGs would be needlessly noisy. Likewise a VARIANCE's SUM adds 4m² and
+// its COUNT m⁴, the squared coefficients of its delta-method error beside
+// the SUM of squares'. Reported errors stay unweighted.
 func answerWeights(w *compile.Workload) [][]float64 {
 	var out [][]float64
 	trivial := true
@@ -338,14 +340,25 @@ func answerWeights(w *compile.Workload) [][]float64 {
 			ws[a] = 1
 		}
 		for _, it := range q.Items {
-			if it.Kind == compile.ItemRatio {
-				m := (it.Lo + it.Hi) / 2
-				if m*m > 0 && !math.IsInf(m, 0) && !math.IsNaN(m) {
-					for e := range q.ExprGroups {
-						ws[q.Agg(it.Den, e)] += m * m
-					}
-					trivial = false
+			m := (it.Lo + it.Hi) / 2
+			if m*m == 0 || math.IsInf(m, 0) || math.IsNaN(m) {
+				continue
+			}
+			switch it.Kind {
+			case compile.ItemRatio:
+				for e := range q.ExprGroups {
+					ws[q.Agg(it.Den, e)] += m * m
 				}
+				trivial = false
+			case compile.ItemVariance:
+				// N·δV ≈ δQ − 2m·δS − m²·δN (Q the SUM of squares, S
+				// the SUM, N the COUNT, m the mean, taken as the
+				// midpoint of the values' range).
+				for e := range q.ExprGroups {
+					ws[q.Agg(it.Agg, e)] += 4 * m * m
+					ws[q.Agg(it.Den, e)] += m * m * m * m
+				}
+				trivial = false
 			}
 		}
 		out = append(out, ws)
