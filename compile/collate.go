@@ -117,8 +117,7 @@ func like(s, pattern, esc string) bool {
 		case pr[i] == '_':
 			pat = append(pat, tok{one: true})
 		default:
-			f := []rune(fold(string(pr[i])))
-			for _, r := range f {
+			for _, r := range fold(string(pr[i])) {
 				pat = append(pat, tok{r: r})
 			}
 		}

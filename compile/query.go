@@ -2,7 +2,6 @@ package compile
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -570,5 +569,3 @@ func labelsOf(vs []val) ([]any, LabelType) {
 	}
 	return out, typ
 }
-
-func finiteRange(lo, hi float64) bool { return !math.IsInf(lo, 0) && !math.IsInf(hi, 0) }
