@@ -128,9 +128,9 @@ type SeriesQuery struct {
 	Table string // required: charges touching this table
 	User  string // only this user's charges ("" for every user)
 	// Buckets is the most time buckets wanted (default 120): the bucket
-	// width is the smallest of a fixed ladder (1s, 5s, 15s, 1m, 5m, 15m,
-	// 1h, 6h, 1d, 7d, 30d, 365d) that covers the charges' time span in
-	// that many buckets.
+	// width is the smallest of a fixed ladder (1ms, 10ms, 100ms, 1s, 5s,
+	// 15s, 1m, 5m, 15m, 1h, 6h, 1d, 7d, 30d, 365d) that covers the charges'
+	// time span in that many buckets.
 	Buckets int
 }
 
@@ -154,7 +154,7 @@ type Series struct {
 }
 
 var bucketLadder = []time.Duration{
-	time.Second, 5 * time.Second, 15 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
+	time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second, 15 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
 	time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour,
 }
 
@@ -198,11 +198,15 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 			}
 		}
 		s.From, s.To = from.UTC().Truncate(s.Width), to.UTC()
-		secs := int64(s.Width / time.Second)
-		origin := s.From.Unix()
-		rows, err := tx.QueryContext(ctx, `SELECT (unixepoch(substr(time, 1, 19)) - ?) / ? AS b, user_name,
+		width := s.Width.Milliseconds()
+		origin := s.From.UnixMilli()
+		// Milliseconds since the epoch, from the fixed-width stored time
+		// (see timeLayout): whole seconds, then the first three digits of
+		// the fraction.
+		rows, err := tx.QueryContext(ctx, `SELECT
+			(unixepoch(substr(time, 1, 19)) * 1000 + CAST(substr(time, 21, 3) AS INTEGER) - ?) / ? AS b, user_name,
 			SUM(epsilon), SUM(rho), COUNT(*) FROM entries`+where+` GROUP BY b, user_name ORDER BY b, user_name`,
-			append([]any{origin, secs}, args...)...)
+			append([]any{origin, width}, args...)...)
 		if err != nil {
 			return fmt.Errorf("sum per bucket: %w", err)
 		}
@@ -213,7 +217,7 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 			if err := rows.Scan(&b, &p.User, &p.Cost.Epsilon, &p.Cost.Rho, &p.Charges); err != nil {
 				return fmt.Errorf("sum per bucket: %w", err)
 			}
-			p.Start = time.Unix(origin+b*secs, 0).UTC()
+			p.Start = time.UnixMilli(origin + b*width).UTC()
 			s.Points = append(s.Points, p)
 		}
 		return rows.Err()

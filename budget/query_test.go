@@ -121,8 +121,8 @@ func TestSpending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// All charges fall within a second or so: one-second buckets.
-	if s.Width != time.Second || s.From.IsZero() || s.To.Before(s.From) {
+	// All charges fall within a second or so: millisecond buckets.
+	if s.Width > 100*time.Millisecond || s.From.IsZero() || s.To.Before(s.From) {
 		t.Fatalf("series span %v..%v width %v", s.From, s.To, s.Width)
 	}
 	sum := map[string]Cost{}
@@ -141,6 +141,31 @@ func TestSpending(t *testing.T) {
 		}
 		if math.Abs(sum[u].Epsilon-want.Epsilon) > 1e-12 {
 			t.Errorf("%s: series sums to ε=%g, spent ε=%g", u, sum[u].Epsilon, want.Epsilon)
+		}
+	}
+	// Each charge is in the bucket its time (to the millisecond) falls in.
+	es, err := l.Entries(ctx, Filter{Table: "adult"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		start time.Time
+		user  string
+	}
+	want := map[key]Cost{}
+	for _, e := range es {
+		if e.Kind != KindCharge {
+			continue
+		}
+		b := s.From.Add(e.Time.Truncate(time.Millisecond).Sub(s.From) / s.Width * s.Width)
+		want[key{b, e.User}] = want[key{b, e.User}].Add(e.Cost)
+	}
+	if len(want) != len(s.Points) {
+		t.Fatalf("%d buckets, want %d", len(s.Points), len(want))
+	}
+	for _, p := range s.Points {
+		if w := want[key{p.Start, p.User}]; math.Abs(w.Epsilon-p.Cost.Epsilon) > 1e-12 {
+			t.Errorf("bucket %v %s: ε=%g, want %g", p.Start, p.User, p.Cost.Epsilon, w.Epsilon)
 		}
 	}
 	if n != 7 { // i = 1,2,3,5,6,7,9
