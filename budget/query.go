@@ -3,8 +3,10 @@ package budget
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,8 +58,9 @@ func (q Query) where() (string, []any) {
 		args = append(args, q.User)
 	}
 	if q.Table != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)")
-		args = append(args, q.Table)
+		w, a := tableFilter(q.Table)
+		where = append(where, w)
+		args = append(args, a...)
 	}
 	if q.Kind != "" {
 		where = append(where, "kind = ?")
@@ -75,6 +78,16 @@ func (q Query) where() (string, []any) {
 		return "", nil
 	}
 	return " WHERE " + strings.Join(where, " AND "), args
+}
+
+// tableFilter selects the entries touching table. The substring test on
+// the stored JSON (a table's name is written as json.Marshal writes it)
+// spares SQLite the JSON parse of most non-matching rows; json_each then
+// decides exactly.
+func tableFilter(table string) (string, []any) {
+	quoted, _ := json.Marshal(table) // a string always encodes
+	return "instr(tables_json, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)",
+		[]any{string(quoted), table}
 }
 
 // Page returns one page of the entries q selects, newest first, and where
@@ -129,9 +142,19 @@ type SeriesQuery struct {
 	User  string // only this user's charges ("" for every user)
 	// Buckets is the most time buckets wanted (default 120): the bucket
 	// width is the smallest of a fixed ladder (1ms, 10ms, 100ms, 1s, 5s,
-	// 15s, 1m, 5m, 15m, 1h, 6h, 1d, 7d, 30d, 365d) that covers the charges'
-	// time span in that many buckets.
+	// 15s, 1m, 5m, 15m, 1h, 6h, 1d, 7d, 28d, 364d) that covers the charges'
+	// time span in that many buckets. Each width divides the next, so a
+	// series coarsened to a wider one sums exactly the same charges per
+	// bucket as one summed at that width directly.
 	Buckets int
+	// Width, if > 0, fixes the bucket width instead (buckets start at
+	// multiples of Width since the zero time, as time.Truncate rounds).
+	Width time.Duration
+	// AfterSeq, if > 0, sums only the entries after it: those appended
+	// since a Series whose LastSeq it was. Merged with that Series and
+	// coarsened (see Coarsen), the result is the Series of every entry,
+	// at the cost of reading only the new ones.
+	AfterSeq int64
 }
 
 // SpendPoint is what one user spent on a table in one time bucket.
@@ -151,11 +174,13 @@ type Series struct {
 	From   time.Time     `json:"from"` // first bucket's start; zero if no charge
 	To     time.Time     `json:"to"`   // last charge's time
 	Points []SpendPoint  `json:"points"`
+	// LastSeq is the ledger's last entry when the sums were taken.
+	LastSeq int64 `json:"last_seq"`
 }
 
 var bucketLadder = []time.Duration{
 	time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second, 15 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
-	time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour,
+	time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 28 * 24 * time.Hour, 364 * 24 * time.Hour,
 }
 
 // Spending sums the charges selected by q per user and time bucket, in
@@ -170,14 +195,22 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 	if nb <= 0 {
 		nb = 120
 	}
-	where := " WHERE kind = ? AND EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)"
-	args := []any{KindCharge, q.Table}
+	tw, targs := tableFilter(q.Table)
+	where := " WHERE kind = ? AND " + tw
+	args := append([]any{KindCharge}, targs...)
 	if q.User != "" {
 		where += " AND user_name = ?"
 		args = append(args, q.User)
 	}
+	if q.AfterSeq > 0 {
+		where += " AND seq > ?"
+		args = append(args, q.AfterSeq)
+	}
 	s := Series{Table: q.Table}
 	err := l.read(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, "SELECT seq FROM head WHERE id = 1").Scan(&s.LastSeq); err != nil {
+			return fmt.Errorf("read head: %w", err)
+		}
 		var lo, hi sql.NullString
 		if err := tx.QueryRowContext(ctx, "SELECT MIN(time), MAX(time) FROM entries"+where, args...).Scan(&lo, &hi); err != nil {
 			return fmt.Errorf("time span: %w", err)
@@ -190,12 +223,9 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 		if err := errors.Join(err1, err2); err != nil {
 			return &TamperError{Reason: "undecodable entry time: " + err.Error()}
 		}
-		s.Width = bucketLadder[len(bucketLadder)-1]
-		for _, w := range bucketLadder {
-			if to.Sub(from.Truncate(w)) < time.Duration(nb)*w {
-				s.Width = w
-				break
-			}
+		s.Width = q.Width
+		if s.Width <= 0 {
+			s.Width = bucketWidth(from, to, nb, 0)
 		}
 		s.From, s.To = from.UTC().Truncate(s.Width), to.UTC()
 		width := s.Width.Milliseconds()
@@ -226,6 +256,71 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 		return Series{}, fmt.Errorf("budget: spending: %w", err)
 	}
 	return s, nil
+}
+
+// bucketWidth is the smallest width of the ladder, at least min, that
+// covers from..to in n buckets.
+func bucketWidth(from, to time.Time, n int, min time.Duration) time.Duration {
+	for _, w := range bucketLadder {
+		if w >= min && to.Sub(from.Truncate(w)) < time.Duration(n)*w {
+			return w
+		}
+	}
+	return bucketLadder[len(bucketLadder)-1]
+}
+
+// Coarsen re-buckets a series, for instance one of fine buckets merged
+// from several Spending calls (points may repeat a bucket and user), into at
+// most n buckets (default 120) of a width of the ladder (see SeriesQuery),
+// summing per bucket and user. It is what Spending with Buckets n returns
+// for the same charges, whose times were truncated to s.Width.
+func Coarsen(s Series, n int) Series {
+	if n <= 0 {
+		n = 120
+	}
+	out := Series{Table: s.Table, LastSeq: s.LastSeq}
+	if len(s.Points) == 0 {
+		out.Width = s.Width
+		return out
+	}
+	from, to := s.Points[0].Start, s.Points[0].Start
+	for _, p := range s.Points {
+		if p.Start.Before(from) {
+			from = p.Start
+		}
+		if p.Start.After(to) {
+			to = p.Start
+		}
+	}
+	if s.To.After(to) {
+		to = s.To
+	}
+	out.Width = bucketWidth(from, to, n, s.Width)
+	out.From, out.To = from.Truncate(out.Width), to
+	type key struct {
+		start time.Time
+		user  string
+	}
+	at := map[key]int{}
+	for _, p := range s.Points {
+		k := key{p.Start.Truncate(out.Width), p.User}
+		i, ok := at[k]
+		if !ok {
+			i = len(out.Points)
+			at[k] = i
+			out.Points = append(out.Points, SpendPoint{Start: k.start, User: k.user})
+		}
+		q := &out.Points[i]
+		q.Cost = q.Cost.Add(p.Cost)
+		q.Charges += p.Charges
+	}
+	slices.SortFunc(out.Points, func(a, b SpendPoint) int {
+		if c := a.Start.Compare(b.Start); c != 0 {
+			return c
+		}
+		return strings.Compare(a.User, b.User)
+	})
+	return out
 }
 
 // SpentRows returns every scope's spend from the spent aggregate (what each

@@ -307,3 +307,54 @@ func TestReport(t *testing.T) {
 		t.Fatalf("tampered: %+v, %v", r, err)
 	}
 }
+
+// A series built incrementally (fine buckets, then only the entries after
+// its LastSeq, merged and coarsened) equals the series summed at once.
+func TestSpendingIncremental(t *testing.T) {
+	ctx := context.Background()
+	l, _ := fillQueryLedger(t)
+	fine, err := l.Spending(ctx, SeriesQuery{Table: "adult", Width: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fine.LastSeq != 12 || fine.Width != time.Millisecond {
+		t.Fatalf("fine series: last seq %d width %v", fine.LastSeq, fine.Width)
+	}
+	for range 3 {
+		if _, err := l.Charge(ctx, lapCharge("carol", 0.5, "adult"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delta, err := l.Spending(ctx, SeriesQuery{Table: "adult", Width: time.Millisecond, AfterSeq: fine.LastSeq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delta.LastSeq != 15 || len(delta.Points) == 0 {
+		t.Fatalf("delta: %+v", delta)
+	}
+	for _, p := range delta.Points {
+		if p.User != "carol" {
+			t.Fatalf("delta has an old entry of %s", p.User)
+		}
+	}
+	merged := fine
+	merged.Points = append(slices.Clone(fine.Points), delta.Points...)
+	merged.To, merged.LastSeq = delta.To, delta.LastSeq
+	got := Coarsen(merged, 120)
+	want, err := l.Spending(ctx, SeriesQuery{Table: "adult", Buckets: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Width != want.Width || !got.From.Equal(want.From) || len(got.Points) != len(want.Points) || got.LastSeq != want.LastSeq {
+		t.Fatalf("incremental %v %v %d points, at once %v %v %d points", got.Width, got.From, len(got.Points), want.Width, want.From, len(want.Points))
+	}
+	for i := range got.Points {
+		g, w := got.Points[i], want.Points[i]
+		if !g.Start.Equal(w.Start) || g.User != w.User || g.Charges != w.Charges || math.Abs(g.Cost.Epsilon-w.Cost.Epsilon) > 1e-12 {
+			t.Errorf("point %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if c := Coarsen(Series{Table: "x", Width: time.Second}, 0); len(c.Points) != 0 || c.Width != time.Second {
+		t.Errorf("Coarsen of nothing: %+v", c)
+	}
+}

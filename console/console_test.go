@@ -702,3 +702,42 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// The spending series follows the ledger as it grows: the cache reads only
+// the new entries, and a rebuilt (shorter) ledger is summed anew.
+func TestSpendingFollowsTheLedger(t *testing.T) {
+	f := newFixture(t, false)
+	total := func() float64 {
+		t.Helper()
+		s := decode[budget.Series](t, f.get("audrey", "/api/spending?table=orders"))
+		sum := 0.0
+		for _, p := range s.Points {
+			sum += p.Cost.Epsilon
+		}
+		return sum
+	}
+	if got := total(); got != 1.75 {
+		t.Fatalf("orders spent %g, want 1.75", got)
+	}
+	if _, err := f.ledger.Charge(context.Background(), budget.Charge{User: "bob", Tables: []string{"orders"}, Mechanism: "laplace",
+		Strategy: "workload", Cost: budget.Cost{Epsilon: 2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := total(); got != 3.75 {
+		t.Fatalf("after a charge: orders spent %g, want 3.75", got)
+	}
+	// Another, shorter ledger behind the same console: summed anew.
+	other, err := budget.Open(context.Background(), filepath.Join(t.TempDir(), "other.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Charge(context.Background(), budget.Charge{User: "alice", Tables: []string{"orders"}, Mechanism: "laplace",
+		Strategy: "workload", Cost: budget.Cost{Epsilon: 0.5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.srv.series.get(context.Background(), other, "orders", "")
+	if err != nil || len(s.Points) != 1 || s.Points[0].Cost.Epsilon != 0.5 {
+		t.Fatalf("series of a shorter ledger: %+v, %v", s, err)
+	}
+}

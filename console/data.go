@@ -144,7 +144,7 @@ func (s *Server) spending(ctx context.Context, cat *catalog.Catalog, v *viewer, 
 		}
 		user = v.Name
 	}
-	return s.cfg.Ledger.Spending(ctx, budget.SeriesQuery{Table: cat.Table(table).Name, User: user})
+	return s.series.get(ctx, s.cfg.Ledger, cat.Table(table).Name, user)
 }
 
 // report is `audit verify` for auditors.

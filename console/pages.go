@@ -34,7 +34,7 @@ func loadPages() (*pages, error) {
 	funcs := template.FuncMap{
 		"num":   format,
 		"short": func(s string) string { return shorten(s, 12) },
-		"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+		"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
 		"free":  free,
 		"deref": func(f *float64) float64 { return *f },
 		"high":  func(limit float64) float64 { return 0.8 * limit },

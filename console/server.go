@@ -65,6 +65,7 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
+	series   *seriesCache
 	mux      *http.ServeMux
 	pages    *pages
 }
@@ -94,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 		log:      log.With("component", "console"),
 		now:      now,
 		sessions: newSessions(cfg.SessionTTL, now),
+		series:   newSeriesCache(),
 		pages:    pg,
 	}
 	s.routes()

@@ -55,9 +55,10 @@ func chromium(t *testing.T) string {
 // headless Chromium through the console as the auditor and as an analyst:
 // the plots render, the ledger rows are there (a zero-cost reuse marked),
 // the ledger verifies, an analyst sees only their own, and EXPLAIN charges
-// nothing. Screenshots go to the test's temp dir; with
-// DPPROXY_CONSOLE_SCREENSHOT=FILE the auditor's budgets page is also saved
-// there (the README's docs/console.png).
+// nothing. Screenshots go to the test's temp dir (or DPPROXY_CONSOLE_SHOTS,
+// to keep them); with DPPROXY_CONSOLE_SCREENSHOT=FILE the auditor's budgets
+// page, as the window shows it, is also saved there (the README's
+// docs/console.png).
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
 	dataDir := t.TempDir()
@@ -135,6 +136,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	defer cancelAlloc()
 	shots := t.TempDir()
+	if d := os.Getenv("DPPROXY_CONSOLE_SHOTS"); d != "" {
+		shots = d // keep them
+	}
 	shot := func(bctx context.Context, name string) []byte {
 		t.Helper()
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
