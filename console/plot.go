@@ -233,8 +233,7 @@ func spendingSVG(t *catalog.Table, s budget.Series, rho bool, limit float64, sco
 			p.Title.Text = fmt.Sprintf("%s: %s=%s spent, %s remaining of %s", t.Name, unit, format(top), format(limitY-top), format(limitY))
 		}
 		p.X.Tick.Marker = plot.TimeTicks{Format: timeFormat(xEnd - x0), Time: func(f float64) time.Time {
-			sec := math.Floor(f)
-			return time.Unix(int64(sec), int64((f-sec)*1e9)).UTC()
+			return time.UnixMilli(int64(math.Round(f * 1000))).UTC() // ticks fall on float multiples
 		}}
 	}
 	p.Y.Min = 0
