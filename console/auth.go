@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,7 +21,9 @@ import (
 // mysql_native_password hash ("*" + upper(hex(SHA1(SHA1(pw))))) equals the
 // user's hash, compared in constant time. An unknown user is compared with a
 // hash no password has, so that a wrong user and a wrong password take the
-// same time and get the same answer (no user enumeration).
+// same time and get the same answer (no user enumeration). Ten failures
+// in a minute from one address refuse that address for the rest of the
+// minute (failures).
 //
 // Scripts send HTTP Basic credentials with every request (the API answers
 // 401 with a Basic challenge without them). Browsers log in with a form: on
@@ -68,7 +71,11 @@ func (s *Server) viewerFor(cat *catalog.Catalog, name, csrf string) *viewer {
 func (s *Server) authenticate(r *http.Request) *viewer {
 	cat := s.cfg.Catalog()
 	if user, pw, ok := r.BasicAuth(); ok {
+		if s.failures.blocked(r) {
+			return nil
+		}
 		if !checkPassword(cat, user, pw) {
+			s.failures.add(r)
 			s.log.Info("console login failed", "user", user, "remote", r.RemoteAddr, "via", "basic")
 			return nil
 		}
@@ -182,7 +189,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			Error: "The form expired; please log in again."})
 		return
 	}
+	if s.failures.blocked(r) {
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		w.Header().Set("Retry-After", "60")
+		s.render(w, r, http.StatusTooManyRequests, "login", nil, loginData{CSRF: tok, Next: next, User: user,
+			Error: "Too many failed logins from your address; wait a minute."})
+		return
+	}
 	if !checkPassword(s.cfg.Catalog(), user, pw) {
+		s.failures.add(r)
 		s.log.Info("console login failed", "user", user, "remote", r.RemoteAddr, "via", "form")
 		tok := randomToken()
 		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
@@ -265,4 +281,64 @@ func (ss *sessions) end(tok string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	delete(ss.m, tok)
+}
+
+// failures counts failed logins per client address, to slow down password
+// guessing: after maxFailures in failureWindow, logins from that address
+// are refused (429) until the window has passed. It never locks out a
+// user, only an address. Memory is bounded by maxTracked addresses.
+type failures struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string][]time.Time
+}
+
+const (
+	maxFailures   = 10
+	failureWindow = time.Minute
+	maxTracked    = 10000
+)
+
+func newFailures(now func() time.Time) *failures {
+	return &failures{now: now, m: map[string][]time.Time{}}
+}
+
+func clientHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// recent drops the failures of host older than the window; f.mu is held.
+func (f *failures) recent(host string) []time.Time {
+	ts := f.m[host]
+	cut := f.now().Add(-failureWindow)
+	i := 0
+	for i < len(ts) && ts[i].Before(cut) {
+		i++
+	}
+	ts = ts[i:]
+	if len(ts) == 0 {
+		delete(f.m, host)
+		return nil
+	}
+	f.m[host] = ts
+	return ts
+}
+
+func (f *failures) blocked(r *http.Request) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.recent(clientHost(r))) >= maxFailures
+}
+
+func (f *failures) add(r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	host := clientHost(r)
+	if len(f.m) >= maxTracked && f.m[host] == nil {
+		clear(f.m)
+	}
+	f.m[host] = append(f.recent(host), f.now())
 }

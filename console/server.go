@@ -65,6 +65,7 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
+	failures *failures
 	series   *seriesCache
 	mux      *http.ServeMux
 	pages    *pages
@@ -96,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 		now:      now,
 		sessions: newSessions(cfg.SessionTTL, now),
 		series:   newSeriesCache(),
+		failures: newFailures(now),
 		pages:    pg,
 	}
 	s.routes()
@@ -112,9 +114,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// on form posts, and the origin check could not tell this console from another.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	if s.cfg.TLS != nil {
-		h.Set("Strict-Transport-Security", "max-age=31536000")
-	}
 	start := s.now()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
