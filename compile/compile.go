@@ -362,6 +362,7 @@ type compiler struct {
 	ev    *evaluator
 	cells [][]catalog.Cell // per axis
 	vals  [][]val          // per axis, per cell: what the cell stands for
+	work  int              // cell tuples evaluated so far (bounded by maxWork)
 }
 
 func newCompiler(w *Workload, index map[string]int) *compiler {

@@ -15,6 +15,10 @@ import (
 // product of the domains of the columns it reads.
 const maxTabulate = 1 << 20
 
+// maxWork bounds the cell tuples a whole batch evaluates expressions on,
+// so that no statement keeps the proxy busy for long.
+const maxWork = 1 << 23
+
 // enumerate calls f on every cell tuple of the batch columns cols
 // (increasing axis indexes), row-major, last column fastest, with the
 // tuple's position i and whether one of its cells is a dropped cell.
@@ -31,6 +35,10 @@ func (c *compiler) enumerate(cols []int, what string, f func(i int, en env, drop
 			}
 			return 0, parser.Errorf(parser.CodeDPRefused, "%s reads %s, whose domains together have more than %d cells; write it over fewer or smaller columns", what, strings.Join(names, ", "), maxTabulate)
 		}
+	}
+	c.work += n
+	if c.work > maxWork {
+		return 0, parser.Errorf(parser.CodeDPRefused, "the batch evaluates its expressions on more than %d cell tuples of the domain; split it, or write its expressions over fewer columns", maxWork)
 	}
 	idx := make([]int, len(cols))
 	en := env{}
