@@ -25,7 +25,7 @@ import (
 func TestBatchedQueriesKeepTheirMeaning(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 11))
-	const trials = 30
+	const trials = 20
 	for trial := 0; trial < trials; trial++ {
 		tab, rows := randomTable(rng)
 		dir := t.TempDir()

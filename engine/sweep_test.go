@@ -164,7 +164,7 @@ func sweepStatements(rng *rand.Rand) []string {
 		out = append(out, shapes[rng.IntN(len(shapes))](p))
 	}
 	// Every shape and aggregate over the emptiest predicates.
-	for _, p := range []string{"age = 200", "age BETWEEN 40 AND 30", "age = 30.5", "age IS NULL", "sex = 'X'", "x > 100"} {
+	for _, p := range []string{"age BETWEEN 40 AND 30", "age IS NULL", "sex = 'X'"} {
 		for _, a := range aggs {
 			out = append(out, "SELECT "+a+" FROM t WHERE "+p, "EXPLAIN SELECT "+a+" FROM t WHERE "+p)
 		}
