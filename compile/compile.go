@@ -269,7 +269,62 @@ type Item struct {
 // Compile turns parsed aggregate queries over one table into a workload.
 // Errors are *parser.Error values whose messages depend only on the query
 // and the public catalog.
+//
+// A query whose every answer is known from the declared domain (see
+// Measured) takes no part in the measurement: the others are compiled
+// again over the columns they read, and it stays in the workload detached
+// (no group columns, empty aggregates), answered exactly.
 func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
+	w, err := compileBatch(t, qs)
+	if err != nil {
+		return nil, err
+	}
+	var live []*parser.Statement
+	for i, q := range w.Queries {
+		if q.Measured() {
+			live = append(live, qs[i])
+		}
+	}
+	if len(live) == 0 || len(live) == len(qs) {
+		return w, nil
+	}
+	lw, err := compileBatch(t, live)
+	if err != nil {
+		return nil, err
+	}
+	out := &Workload{Table: t, Columns: lw.Columns}
+	k := 0
+	for _, q := range w.Queries {
+		if q.Measured() {
+			out.Queries = append(out.Queries, lw.Queries[k])
+			k++
+			continue
+		}
+		out.Queries = append(out.Queries, detach(q))
+	}
+	return out, nil
+}
+
+// detach turns a query known from the domain into one that reads no
+// column of the batch: one plain group, aggregates that are empty (zero)
+// Linears. Its rows, labels and NULLs were computed by compile.
+func detach(q *Query) *Query {
+	cp := *q
+	cp.GroupCols = nil
+	cp.Aggregates = make([]Linear, len(q.Aggregates))
+	cp.Live = make([][]bool, len(q.Aggregates))
+	for a := range cp.Live {
+		cp.Live[a] = []bool{false}
+	}
+	rows := make([]Row, len(q.Rows))
+	for i, r := range q.Rows {
+		rows[i] = Row{Plain: 0, Expr: r.Expr}
+	}
+	cp.Rows = rows
+	return &cp
+}
+
+func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	w := &Workload{Table: t}
 	// The batch's columns: every column any query reads, in table order.
 	refs := make([]map[string]bool, len(qs))

@@ -56,6 +56,20 @@ func TestEmptyByConstruction(t *testing.T) {
 	if n := len(f.entries(t)); n != 1 {
 		t.Fatalf("%d ledger entries, want 1", n)
 	}
+	// An empty query over other columns does not widen the measured domain.
+	rs, err = f.eng.Answer(context.Background(), s, []string{
+		"SELECT education, occupation, COUNT(*) FROM adult WHERE age = 200 GROUP BY education, occupation",
+		"SELECT sex, COUNT(*) FROM adult GROUP BY sex", "SELECT SUM(hours_per_week) FROM adult WHERE age > 90"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs[0].Rows) != 0 || len(rs[1].Rows) != 2 || fmt.Sprint(rs[2].Rows) != "[[<nil>]]" {
+		t.Fatalf("%v %v %v", rs[0].Rows, rs[1].Rows, rs[2].Rows)
+	}
+	r = f.answer(t, s, "EXPLAIN SELECT education, COUNT(*) FROM adult WHERE age = 200 GROUP BY education; EXPLAIN SELECT sex, COUNT(*) FROM adult GROUP BY sex")
+	if got := fmt.Sprint(r.Rows); !strings.Contains(got, "[columns sex(2)]") {
+		t.Fatalf("%s", got)
+	}
 }
 
 // The groups a WHERE admits by construction are returned, and only those,

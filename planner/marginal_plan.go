@@ -54,6 +54,9 @@ func (s *space) supports() []uint {
 	}
 	var sets []uint
 	for q, qu := range s.w.Queries {
+		if !qu.Measured() {
+			continue // answered exactly from the domain: nothing to support
+		}
 		var m uint
 		for j := 0; j < d; j++ {
 			if s.grouped[q][j] {

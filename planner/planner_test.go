@@ -279,3 +279,43 @@ func TestSingleCountMeasuresTheWorkload(t *testing.T) {
 		t.Fatalf("sensitivity %v, want 1 (plan %s)", p.Sensitivity, p.Name)
 	}
 }
+
+// A query that is empty by construction adds nothing to the plan: the
+// batch plans as if it were not there.
+func TestEmptyQueriesLeaveThePlanAlone(t *testing.T) {
+	compileAll := func(qs ...*parser.Query) *compile.Workload {
+		var sts []*parser.Statement
+		for _, q := range qs {
+			sts = append(sts, &parser.Statement{Kind: parser.KindAggregate, Query: q})
+		}
+		w, err := compile.Compile(smallTable(), sts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	byB := &parser.Query{Table: "t", GroupBy: []string{"b"}, Select: []parser.SelectItem{{Column: "b"}, {Agg: parser.AggCount}}}
+	// GROUP BY a, c WHERE a = 9: a's domain is 0..4, so no group exists.
+	dead := &parser.Query{Table: "t", GroupBy: []string{"a", "c"}, Select: []parser.SelectItem{{Column: "a"}, {Column: "c"}, {Agg: parser.AggCount}},
+		Where: parser.Compare{Column: "a", Op: parser.OpEq, Value: lit("9")}}
+	w := compileAll(byB, dead)
+	if w.Queries[1].Measured() || len(w.Queries[1].Rows) != 0 {
+		t.Fatalf("the dead query is measured: %+v", w.Queries[1].Rows)
+	}
+	if len(w.Columns) != 1 || w.Columns[0].Name != "b" {
+		t.Fatalf("batch columns %v: the dead query's columns widen the domain", w.Columns)
+	}
+	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
+		p, err := Choose(w, Options{Noise: fam, Epsilon: 1, Rho: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := Choose(compileAll(byB), Options{Noise: fam, Epsilon: 1, Rho: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Name != alone.Name || math.Abs(p.TotalSquaredError()-alone.TotalSquaredError()) > 1e-9*alone.TotalSquaredError() {
+			t.Fatalf("%s: with the dead query %s %v, alone %s %v", fam, p.Name, p.TotalSquaredError(), alone.Name, alone.TotalSquaredError())
+		}
+	}
+}
