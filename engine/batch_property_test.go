@@ -27,7 +27,7 @@ func TestBatchedQueriesKeepTheirMeaning(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	const trials = 20
 	for trial := 0; trial < trials; trial++ {
-		tab, rows := randomTable(rng)
+		tab, rows := randomTable(rng, trial)
 		dir := t.TempDir()
 		writeRows(t, filepath.Join(dir, "d.sqlite"), tab, rows)
 		cat := &catalog.Catalog{Database: "demo", Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}, Tables: []*catalog.Table{tab}}
@@ -37,7 +37,7 @@ func TestBatchedQueriesKeepTheirMeaning(t *testing.T) {
 		}
 		protected := func(schema, table string) bool { return table == "t" }
 		columns := func(table, column string) bool { return tab.Column(column) != nil }
-		for batch := 0; batch < 6; batch++ {
+		for batch := 0; batch < 10; batch++ {
 			var texts []string
 			for k := 2 + rng.IntN(3); k > 0; k-- {
 				texts = append(texts, randomQuery(rng, tab))
@@ -95,26 +95,28 @@ func exactAnswers(ctx context.Context, h *exec.Histograms, tab *catalog.Table, s
 }
 
 // A random table: an integer column, a categorical one, and a second
-// integer one, each with random NULL and out-of-domain policies.
-func randomTable(rng *rand.Rand) (*catalog.Table, [][]any) {
-	pick := func(ps ...catalog.Policy) catalog.Policy { return ps[rng.IntN(len(ps))] }
+// integer one. Their (NULL, out-of-domain) policies cycle with the trial
+// through every allowed pair (7 for integers, 5 for categorical values),
+// so that the trials cover them all.
+func randomTable(rng *rand.Rand, trial int) (*catalog.Table, [][]any) {
+	numeric := [][2]catalog.Policy{
+		{catalog.PolicyDrop, catalog.PolicyDrop}, {catalog.PolicyCell, catalog.PolicyDrop},
+		{catalog.PolicyDrop, catalog.PolicyClamp}, {catalog.PolicyCell, catalog.PolicyClamp},
+		{catalog.PolicyDrop, catalog.PolicyOther}, {catalog.PolicyCell, catalog.PolicyOther}, {catalog.PolicyOther, catalog.PolicyOther},
+	}
+	categorical := [][2]catalog.Policy{
+		{catalog.PolicyDrop, catalog.PolicyDrop}, {catalog.PolicyCell, catalog.PolicyDrop},
+		{catalog.PolicyDrop, catalog.PolicyOther}, {catalog.PolicyCell, catalog.PolicyOther}, {catalog.PolicyOther, catalog.PolicyOther},
+	}
 	cols := []*catalog.Column{
 		{Name: "a", Kind: catalog.IntegerRange, Min: 1, Max: 6, Width: 1},
 		{Name: "s", Kind: catalog.Categorical, Values: []string{"p", "q", "r"}},
 		{Name: "b", Kind: catalog.IntegerRange, Min: 0, Max: 3, Width: 1},
 	}
-	for _, c := range cols {
-		if c.Kind == catalog.Categorical {
-			c.OutOfDomain = pick(catalog.PolicyDrop, catalog.PolicyOther)
-		} else {
-			c.OutOfDomain = pick(catalog.PolicyDrop, catalog.PolicyClamp, catalog.PolicyOther)
-		}
-		if c.OutOfDomain == catalog.PolicyOther {
-			c.Null = pick(catalog.PolicyDrop, catalog.PolicyCell, catalog.PolicyOther)
-		} else {
-			c.Null = pick(catalog.PolicyDrop, catalog.PolicyCell)
-		}
-	}
+	pa, ps, pb := numeric[trial%7], categorical[trial%5], numeric[(trial/7+trial)%7]
+	cols[0].Null, cols[0].OutOfDomain = pa[0], pa[1]
+	cols[1].Null, cols[1].OutOfDomain = ps[0], ps[1]
+	cols[2].Null, cols[2].OutOfDomain = pb[0], pb[1]
 	tab := &catalog.Table{Name: "t", Source: "main", Noise: catalog.Laplace, Columns: cols}
 	var rows [][]any
 	for i := 0; i < 300; i++ {
