@@ -484,10 +484,14 @@ func checkBrute(t *testing.T, tab *catalog.Table, rows [][]any, text string, q *
 					accs[i].count++
 				}
 			case it.Arg != nil: // SUM(CASE WHEN s = 'q' THEN b ELSE 0 END)
-				if vals["s"].str == "q" && !vals["s"].other && !vals["s"].null && !vals["b"].null {
+				isQ := vals["s"].str == "q" && !vals["s"].other && !vals["s"].null
+				switch {
+				case !isQ:
+					accs[i].n++ // ELSE 0
+				case !vals["b"].null:
 					accs[i].sum += vals["b"].num
+					accs[i].n++
 				}
-				accs[i].n++
 			case it.Agg == parser.AggSum || it.Agg == parser.AggAvg:
 				if v := vals[col]; !v.null {
 					accs[i].sum += v.num
@@ -516,6 +520,9 @@ func checkBrute(t *testing.T, tab *catalog.Table, rows [][]any, text string, q *
 			case parser.AggCount, parser.AggCountCol:
 				want = a.count
 			case parser.AggSum:
+				if a.n == 0 && row[i] == nil {
+					continue // over no non-NULL value: NULL, as in MySQL
+				}
 				want = a.sum
 			case parser.AggAvg:
 				if a.n == 0 {
