@@ -168,6 +168,12 @@ func decodeResults(b []byte) ([]*Result, error) {
 	return out, nil
 }
 
+// answerSemantics versions what a stored answer means. 2: a query's
+// answer no longer depends on the other queries of its batch (dropped
+// values), and sets empty by construction are answered exactly; answers
+// stored under version 1 are not re-released.
+const answerSemantics = 2
+
 // reuseKey identifies a batch by its parsed queries — so comments, case,
 // spacing and quoting do not matter — and its privacy options. Output
 // names are left out: they are re-applied from the statement on reuse.
@@ -178,7 +184,7 @@ func decodeResults(b []byte) ([]*Result, error) {
 // that canonical text.
 func reuseKey(t *catalog.Table, sts []*parser.Statement, opt planner.Options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%v|%v", t.Name, opt.Noise, opt.Epsilon, opt.Rho)
+	fmt.Fprintf(&b, "semantics %d|%s|%s|%v|%v", answerSemantics, t.Name, opt.Noise, opt.Epsilon, opt.Rho)
 	fmt.Fprintf(&b, "|def(%q,%q,%v", t.Source, t.Noise, t.Budget.TopKSelectionShare)
 	for _, c := range t.Columns {
 		fmt.Fprintf(&b, ",%+v", *c)
