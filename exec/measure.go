@@ -72,6 +72,11 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 	ans := &Answers{}
 	switch p.Kind {
 	case planner.Direct:
+		if p.AggNoise != nil {
+			if err := checkDirectSplit(p); err != nil {
+				return nil, err
+			}
+		}
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
 			var m []float64
@@ -91,9 +96,19 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 					exact = Contract(agg, x, sizes, qu.GroupCols)
 				}
 				k := p.Scale[q][a]
+				d := draw
+				if p.AggNoise != nil {
+					n := p.AggNoise[q][a]
+					d = func() float64 {
+						if p.Options.Noise == catalog.Gaussian {
+							return float64(r.DiscreteGaussian(n.NoiseNum, n.NoiseDen))
+						}
+						return float64(r.DiscreteLaplace(n.NoiseNum, n.NoiseDen))
+					}
+				}
 				v := make([]float64, len(exact))
 				for g, e := range exact {
-					v[g] = (math.Round(k*e) + draw()) / k
+					v[g] = (math.Round(k*e) + d()) / k
 				}
 				vals = append(vals, v)
 				vars = append(vars, variances(p, q, a, w, qu))

@@ -188,14 +188,7 @@ func contractOn(l compile.Linear, q *compile.Query, m []float64, sizes []int, co
 	for i, j := range cols {
 		pos[j] = i
 	}
-	rl := make(compile.Linear, len(l))
-	for k, t := range l {
-		rt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(cols))}
-		for i, j := range cols {
-			rt.Factors[i] = t.Factors[j]
-		}
-		rl[k] = rt
-	}
+	rl := restrict(l, cols)
 	groups := make([]int, len(q.GroupCols))
 	for i, j := range q.GroupCols {
 		groups[i] = pos[j]

@@ -196,10 +196,12 @@ const minMaxRounds = 8
 // weights on the aggregates Choose minimises a weighted total, and
 // max_answers Var = max over weightings of the weighted mean; so the
 // planner reweights multiplicatively — each aggregate's weight times its
-// largest variance over the batch's largest — and keeps the plan with the
-// least maximum, until the aggregates' maxima agree within 1% or two
-// rounds bring no improvement. The first round, with equal weights, is the
-// total-error plan, so the result is never worse than it.
+// largest variance (in the weighted optimum) over the batch's largest —
+// for up to minMaxRounds rounds or until the aggregates' maxima agree
+// within 1%, and keeps, of every round's finalists, the plan with the
+// least largest variance. The first round, with equal weights, is the
+// total-error plan, and the fair plan competes too, so the result is never
+// worse than either.
 func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error) {
 	weights := make([][]float64, len(w.Queries))
 	for q, qu := range w.Queries {
@@ -209,22 +211,23 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 		}
 	}
 	var best *Plan
-	stall := 0
 	for round := 0; round < minMaxRounds; round++ {
-		p, err := pl.choose(w, opt, weights)
+		p, per, err := pl.choose(w, opt, weights)
 		if err != nil {
 			return nil, err
 		}
 		if best == nil || p.MaxVariance < best.MaxVariance*(1-1e-9) {
-			best, stall = p, 0
-		} else if stall++; stall >= 2 {
-			break
+			best = p
 		}
-		m := p.MaxVariance
+		m := 0.0
+		for _, r := range per {
+			for _, v := range r {
+				m = math.Max(m, v)
+			}
+		}
 		if !(m > 0) {
 			break
 		}
-		per := aggregateMaxVariances(p)
 		balanced := true
 		top := 0.0
 		for q := range per {
@@ -244,6 +247,14 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 				weights[q][a] /= top
 			}
 		}
+	}
+	// The fair plan competes too: it sometimes balances answers of
+	// different sizes better than reweighting reaches in a few rounds.
+	fair := opt
+	fair.Objective = ObjectiveFair
+	if p, _, err := pl.choose(w, fair, nil); err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
+		p.Options = opt
+		best = p
 	}
 	return best, nil
 }

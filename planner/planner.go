@@ -102,6 +102,10 @@ type Plan struct {
 	// Scale[q][a] is the integer factor a Direct plan multiplies row (q, a) by
 	// so that its measurement is integer; the answer divides it back out.
 	Scale [][]float64
+	// AggNoise, when set, gives each aggregate of a Direct plan its own
+	// noise and share of the batch's ε or ρ (see DirectNoise); nil means
+	// one noise for the stacked rows (NoiseNum/NoiseDen, Sensitivity).
+	AggNoise [][]DirectNoise
 	// Sensitivity is Δ₁ (Laplace) or Δ₂ (Gaussian) of the measured matrix.
 	// A Marginal plan's blocks are calibrated one by one (MarginalBlock);
 	// its Sensitivity is 1, the norm of the blocks stacked with weights
@@ -156,6 +160,9 @@ func (p *Plan) Variance(q, a int, group []int) float64 {
 	switch p.Kind {
 	case Direct:
 		k := p.Scale[q][a]
+		if p.AggNoise != nil {
+			return p.AggNoise[q][a].Variance / (k * k)
+		}
 		return p.NoiseVariance / (k * k)
 	case Marginal:
 		v := 0.0
@@ -215,7 +222,7 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	if opt.Objective == ObjectiveMaxVariance {
 		best, err = pl.chooseMinMax(w, opt)
 	} else {
-		best, err = pl.choose(w, opt, nil)
+		best, _, err = pl.choose(w, opt, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -225,8 +232,10 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 }
 
 // choose is one planning pass with the given per-answer weights (nil:
-// answerWeights of opt.Objective).
-func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64) (*Plan, error) {
+// answerWeights of opt.Objective). With ObjectiveMaxVariance it returns the
+// finalist with the least largest variance, and the per-aggregate largest
+// variances of the weighted optimum, which steer chooseMinMax.
+func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64) (*Plan, [][]float64, error) {
 	deadline := time.Now().Add(pl.budget())
 	s := newSpace(w)
 	if weights == nil {
@@ -239,10 +248,15 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 	best := &Plan{Workload: w, Options: opt, Grid: 1}
 	bestErr := math.Inf(1)
 	var finish func(p *Plan) error
+	applies := map[string]func(p *Plan) error{}
 	add := func(c Candidate, apply func(p *Plan) error) {
 		if math.IsInf(c.Objective, 0) || math.IsNaN(c.Objective) || math.IsInf(c.TotalSquaredError, 0) || math.IsNaN(c.TotalSquaredError) {
 			return
 		}
+		if _, dup := applies[c.Name]; dup {
+			return
+		}
+		applies[c.Name] = apply
 		best.Candidates = append(best.Candidates, c)
 		if c.Objective < bestErr {
 			bestErr, best.Name, finish = c.Objective, c.Name, apply
@@ -262,21 +276,35 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			})
 	}
 
-	// The workload itself.
-	scale, sens, ok := s.direct(opt.Noise)
-	if ok {
-		var tables [][]int
-		cells := 0.0
-		if wide {
-			tables, cells = s.queryTables()
-		}
-		if cells <= maxCells {
-			unit, weighted := s.directError(scale)
-			consider("workload", sens, unit, weighted, func(p *Plan) error {
-				p.Kind, p.Scale, p.Tables = Direct, scale, tables
+	// The workload itself: one noise for the stacked rows, or one per
+	// aggregate.
+	var tables [][]int
+	cells := 0.0
+	if wide {
+		tables, cells = s.queryTables()
+	}
+	if scale, sens, ok := s.direct(opt.Noise); ok && cells <= maxCells {
+		unit, weighted := s.directError(scale)
+		consider("workload", sens, unit, weighted, func(p *Plan) error {
+			p.Kind, p.Scale, p.Tables = Direct, scale, tables
+			return nil
+		})
+		// For the largest variance, every row at its least integer scale
+		// (equal shares of one noise) is often the best direct plan.
+		if base, _, ok := s.directBase(); ok && opt.Objective == ObjectiveMaxVariance && !slices.EqualFunc(base, scale, slices.Equal) {
+			sens := s.directSensitivity(base, gauss)
+			unit, weighted := s.directError(base)
+			consider("workload-unscaled", sens, unit, weighted, func(p *Plan) error {
+				p.Kind, p.Scale, p.Tables = Direct, base, tables
 				return nil
 			})
 		}
+	}
+	if noises, scale, unit, weighted, ok := s.directSplit(opt); ok && cells <= maxCells && s.aggregates() > 1 {
+		add(Candidate{Name: "workload-split", Sensitivity: 1, TotalSquaredError: unit, Objective: weighted}, func(p *Plan) error {
+			p.Kind, p.Scale, p.Tables, p.AggNoise, p.Sensitivity = Direct, scale, tables, noises, 1
+			return nil
+		})
 	}
 
 	// Kronecker products of per-column strategies, over the product domain.
@@ -324,7 +352,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 					}
 					o, _, err := pl.optimised(g, opt.Noise, dl)
 					if err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 					if o == nil {
 						continue
@@ -372,12 +400,40 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 	if finish == nil {
 		if wide {
 			_, cells := s.queryTables()
-			return nil, &CellsError{Cells: cells, Limit: maxCells}
+			return nil, nil, &CellsError{Cells: cells, Limit: maxCells}
 		}
-		return nil, fmt.Errorf("planner: no strategy answers this workload")
+		return nil, nil, fmt.Errorf("planner: no strategy answers this workload")
+	}
+	if opt.Objective == ObjectiveMaxVariance {
+		// The weighted total is a proxy for the largest variance: among the
+		// finalists, the one with the least largest variance wins.
+		var winner *Plan
+		var proxy [][]float64 // the weighted optimum's variances steer chooseMinMax
+		for i := range best.Candidates[:min(len(best.Candidates), maxVarianceFinalists)] {
+			c := &best.Candidates[i]
+			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name}
+			if err := applies[c.Name](p); err != nil {
+				return nil, nil, err
+			}
+			per := aggregateMaxVariances(p)
+			if i == 0 {
+				proxy = per
+			}
+			for _, r := range per {
+				for _, v := range r {
+					p.MaxVariance = math.Max(p.MaxVariance, v)
+				}
+			}
+			c.MaxVariance = p.MaxVariance
+			if winner == nil || p.MaxVariance < winner.MaxVariance {
+				winner = p
+			}
+		}
+		winner.Candidates = best.Candidates
+		return winner, proxy, nil
 	}
 	if err := finish(best); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	best.MaxVariance = maxVariance(best)
 	for i := range best.Candidates {
@@ -385,7 +441,20 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			best.Candidates[i].MaxVariance = best.MaxVariance
 		}
 	}
-	return best, nil
+	return best, nil, nil
+}
+
+// maxVarianceFinalists is how many of the best candidates by weighted
+// total a max-variance plan compares by their largest variance.
+const maxVarianceFinalists = 8
+
+// aggregates is the number of measured aggregates of the batch.
+func (s *space) aggregates() int {
+	n := 0
+	for _, q := range s.w.Queries {
+		n += len(q.Aggregates)
+	}
+	return n
 }
 
 // productCells is the size of the product domain, as a float (it can pass

@@ -21,8 +21,16 @@ import (
 // noise variance, i.e. Δ₂²·Σ w(AᵀA)⁻¹wᵀ, for Gaussian), the SVD lower bound
 // in the same units, their ratio and the strategy's planning time.
 func bench(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "fairness":
+			return benchFairness(args[1:], stdout)
+		case "target":
+			return benchTarget(args[1:], stdout)
+		}
+	}
 	if len(args) == 0 || args[0] != "planner" {
-		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]")}
+		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]; dpproxy bench fairness|target [--noise laplace|gaussian]")}
 	}
 	fs := flag.NewFlagSet("bench planner", flag.ContinueOnError)
 	workload := fs.String("workload", "allrange", "allrange, prefix (Kronecker products over several columns), marginals2 or marginals3")
@@ -94,6 +102,7 @@ func bench(args []string, stdout io.Writer) error {
 		Seconds           float64 `json:"seconds"`
 		Sensitivity       float64 `json:"sensitivity"`
 		DualityGap        float64 `json:"duality_gap,omitempty"`
+		MaxVariance       float64 `json:"max_variance,omitempty"`
 		PlanSeconds       float64 `json:"planning_seconds_total"`
 	}
 	var rows []row
@@ -105,7 +114,7 @@ func bench(args []string, stdout io.Writer) error {
 		rows = append(rows, row{
 			Workload: *workload, Domain: *domain, Cells: cells, Noise: *noiseName, Strategy: c.Name,
 			TotalSquaredError: tse, SVDBound: bound, Ratio: tse / bound, Seconds: c.Seconds,
-			Sensitivity: c.Sensitivity, DualityGap: c.Gap, PlanSeconds: plan.Seconds,
+			Sensitivity: c.Sensitivity, DualityGap: c.Gap, MaxVariance: c.MaxVariance, PlanSeconds: plan.Seconds,
 		})
 	}
 	if *asJSON {
@@ -118,15 +127,18 @@ func bench(args []string, stdout io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "workload %s, domain %s (%.0f cells), noise %s; SVD bound %.4g; planned in %s\n",
+	fmt.Fprintf(tw, "workload %s, domain %s (%.4g cells), noise %s; SVD bound %.4g; planned in %s\n",
 		*workload, *domain, cells, *noiseName, bound, time.Duration(plan.Seconds*float64(time.Second)).Round(time.Millisecond))
-	fmt.Fprintln(tw, "strategy\ttotal squared error\t× SVD bound\tseconds\tgap")
+	fmt.Fprintln(tw, "strategy\ttotal squared error\t× SVD bound\tmax variance\tseconds\tgap")
 	for _, r := range rows {
-		gap := ""
+		gap, mv := "", ""
 		if r.DualityGap > 0 {
 			gap = fmt.Sprintf("%.1e", r.DualityGap)
 		}
-		fmt.Fprintf(tw, "%s\t%.4g\t%.3f\t%.3f\t%s\n", r.Strategy, r.TotalSquaredError, r.Ratio, r.Seconds, gap)
+		if r.MaxVariance > 0 {
+			mv = fmt.Sprintf("%.4g", r.MaxVariance)
+		}
+		fmt.Fprintf(tw, "%s\t%.4g\t%.7g\t%s\t%.3f\t%s\n", r.Strategy, r.TotalSquaredError, r.Ratio, mv, r.Seconds, gap)
 	}
 	return tw.Flush()
 }
