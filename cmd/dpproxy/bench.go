@@ -27,10 +27,12 @@ func bench(args []string, stdout io.Writer) error {
 			return benchFairness(args[1:], stdout)
 		case "target":
 			return benchTarget(args[1:], stdout)
+		case "wide":
+			return benchWide(args[1:], stdout)
 		}
 	}
 	if len(args) == 0 || args[0] != "planner" {
-		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]; dpproxy bench fairness|target [--noise laplace|gaussian]")}
+		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]; dpproxy bench fairness|target [--noise laplace|gaussian]; dpproxy bench wide [--rows N]")}
 	}
 	fs := flag.NewFlagSet("bench planner", flag.ContinueOnError)
 	workload := fs.String("workload", "allrange", "allrange, prefix (Kronecker products over several columns), marginals2 or marginals3")
