@@ -25,11 +25,6 @@ func (s colSet) with(j int) colSet {
 	return s
 }
 
-func (s colSet) without(j int) colSet {
-	s[j>>6] &^= 1 << (uint(j) & 63)
-	return s
-}
-
 // subsetOf reports s ⊆ t.
 func (s colSet) subsetOf(t colSet) bool {
 	for i := range s {
@@ -38,13 +33,6 @@ func (s colSet) subsetOf(t colSet) bool {
 		}
 	}
 	return true
-}
-
-func (s colSet) union(t colSet) colSet {
-	for i := range s {
-		s[i] |= t[i]
-	}
-	return s
 }
 
 func (s colSet) len() int {

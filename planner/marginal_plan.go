@@ -1,10 +1,8 @@
 package planner
 
 import (
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
@@ -364,18 +362,4 @@ func (s *space) marginalPlanForms(ms *marginalSpace, c marginalCandidate) []marg
 		out = append(out, mf)
 	}
 	return out
-}
-
-// describeBlocks is a one-line summary of a strategy's blocks for logs
-// and tests.
-func describeBlocks(blocks []MarginalBlock) string {
-	var parts []string
-	for _, b := range blocks {
-		kind := "m"
-		if b.Residual {
-			kind = "r"
-		}
-		parts = append(parts, fmt.Sprintf("%s%v", kind, b.Cols))
-	}
-	return strings.Join(parts, " ")
 }
