@@ -461,8 +461,19 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 		add("histograms", "one per column set, each over its own columns: "+strings.Join(ts, " "))
 	}
-	if obj := plan.Objective(); math.Abs(obj-plan.TotalSquaredError()) > 1e-9*obj {
-		add("objective minimised", fmt.Sprintf("%.6g (%s)", obj, opt.Objective.Describe()))
+	answers := 0
+	for _, qu := range w.Queries {
+		for _, it := range qu.Items[:qu.Visible] {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+				answers++
+			}
+		}
+	}
+	switch {
+	case plan.Options.Objective == planner.ObjectiveMaxVariance:
+		add("objective minimised", fmt.Sprintf("largest variance of one answer, %.6g (the accuracy target's)", plan.MaxVariance))
+	case answers > 1:
+		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))

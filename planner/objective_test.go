@@ -15,7 +15,7 @@ func incomeTable() *catalog.Table {
 	return &catalog.Table{Name: "p", Noise: catalog.Laplace, Columns: []*catalog.Column{
 		{Name: "sex", Kind: catalog.Categorical, Values: []string{"F", "M"}, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyDrop},
 		{Name: "age", Kind: catalog.IntegerRange, Min: 17, Max: 90, Width: 1, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyClamp},
-		{Name: "income", Kind: catalog.IntegerRange, Min: 0, Max: 500000, Width: 1000, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyClamp},
+		{Name: "income", Kind: catalog.IntegerRange, Min: 0, Max: 500000, Width: 10000, Null: catalog.PolicyDrop, OutOfDomain: catalog.PolicyClamp},
 	}}
 }
 
