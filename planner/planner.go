@@ -283,8 +283,13 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 	if wide {
 		tables, cells = s.queryTables()
 	}
+	stacked := math.Inf(1) // the stacked direct plan's objective
 	if scale, sens, ok := s.direct(opt.Noise); ok && cells <= maxCells {
 		unit, weighted := s.directError(scale)
+		if calibratable(opt, sens) {
+			_, _, v := calibrate(opt, sens)
+			stacked = v * weighted
+		}
 		consider("workload", sens, unit, weighted, func(p *Plan) error {
 			p.Kind, p.Scale, p.Tables = Direct, scale, tables
 			return nil
@@ -300,7 +305,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			})
 		}
 	}
-	if noises, scale, unit, weighted, ok := s.directSplit(opt); ok && cells <= maxCells && s.aggregates() > 1 {
+	if noises, scale, unit, weighted, ok := s.directSplit(opt); ok && cells <= maxCells && s.aggregates() > 1 && weighted < stacked*(1-1e-6) {
 		add(Candidate{Name: "workload-split", Sensitivity: 1, TotalSquaredError: unit, Objective: weighted}, func(p *Plan) error {
 			p.Kind, p.Scale, p.Tables, p.AggNoise, p.Sensitivity = Direct, scale, tables, noises, 1
 			return nil

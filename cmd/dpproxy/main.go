@@ -73,8 +73,10 @@ commands:
   audit    print ledger entries and spent/remaining budgets; 'audit verify' checks the hash chain
            (and signed heads), 'audit sign' signs the ledger head, 'audit keygen' makes a signing key
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
-  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8
-           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times
+  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100
+           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
+           'bench fairness|target [--noise laplace|gaussian]': each answer against its fair share, and the ε
+           of accuracy targets; 'bench wide [--rows N]': a 20-column dashboard in marginal space
 
 Run 'dpproxy <command> -h' for the command's flags.
 `)
