@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // wideDashboard groups a 20-column table by 1 to 3 of its columns: the
@@ -150,5 +152,28 @@ func TestWideDashboardInMarginalSpace(t *testing.T) {
 	}
 	if charges != 1 {
 		t.Fatalf("%d charges for one batch", charges)
+	}
+}
+
+// A batch whose own column sets exceed the cell limit is refused with 3900
+// before anything is counted or charged, and the proxy keeps answering.
+func TestWideBatchBeyondTheCellLimitIsRefused(t *testing.T) {
+	eng, _ := wideFixture(t, 100)
+	s := session("analyst", nil)
+	ctx := context.Background()
+	_, err := eng.Answer(ctx, s, []string{"SELECT age, hours_per_week, education, occupation, years_employed, region, COUNT(*) FROM wide GROUP BY age, hours_per_week, education, occupation, years_employed, region"})
+	var perr *parser.Error
+	if !errors.As(err, &perr) || perr.Code != parser.CodeDPRefused || !strings.Contains(perr.Message, "limit") {
+		t.Fatalf("got %v, want a 3900 refusal naming the limit", err)
+	}
+	if es, _ := eng.ledger.Entries(ctx, budget.Filter{}); len(es) != 0 {
+		for _, e := range es {
+			if e.Kind == budget.KindCharge {
+				t.Fatalf("refused batch was charged: %+v", e)
+			}
+		}
+	}
+	if _, err := eng.Answer(ctx, s, []string{"SELECT sex, COUNT(*) FROM wide GROUP BY sex"}); err != nil {
+		t.Fatal(err)
 	}
 }
