@@ -24,6 +24,28 @@ type DirectNoise struct {
 	Epsilon, Rho       float64
 	NoiseNum, NoiseDen uint64
 	Variance           float64
+	// Sensitivity is Δ_a, the planner's bound on the scaled row's largest
+	// absolute value (exact up to maxDenseCells cells).
+	Sensitivity float64
+}
+
+// calibrate sets n's noise for its share and sensitivity.
+func (n *DirectNoise) calibrate(gauss bool) bool {
+	v := n.Sensitivity / n.Epsilon
+	if gauss {
+		v = n.Sensitivity * n.Sensitivity / (2 * n.Rho)
+	}
+	if !(v > 0) || v >= 0x1p63 {
+		return false
+	}
+	n.NoiseNum, n.NoiseDen = noise.RationalAtLeast(v)
+	t := float64(n.NoiseNum) / float64(n.NoiseDen)
+	if gauss {
+		n.Variance = noise.DiscreteGaussianVariance(t)
+	} else {
+		n.Variance = noise.DiscreteLaplaceVariance(t)
+	}
+	return true
 }
 
 // directSplit measures every aggregate with its own noise, its least
@@ -69,25 +91,15 @@ func (s *space) directSplit(opt Options) (noises [][]DirectNoise, scale [][]floa
 	}
 	for i, x := range aggs {
 		q, a := x.q, x.a
-		d := base[q][a] * maxAbs[q][a]
 		n := &noises[q][a]
-		var v float64
+		n.Sensitivity = base[q][a] * maxAbs[q][a]
 		if gauss {
 			n.Rho = opt.Rho * raw[i] / total * shareMargin
-			v = d * d / (2 * n.Rho)
 		} else {
 			n.Epsilon = opt.Epsilon * raw[i] / total * shareMargin
-			v = d / n.Epsilon
 		}
-		if !(v > 0) || v >= 0x1p63 {
+		if !n.calibrate(gauss) {
 			return nil, nil, 0, 0, false
-		}
-		n.NoiseNum, n.NoiseDen = noise.RationalAtLeast(v)
-		t := float64(n.NoiseNum) / float64(n.NoiseDen)
-		if gauss {
-			n.Variance = noise.DiscreteGaussianVariance(t)
-		} else {
-			n.Variance = noise.DiscreteLaplaceVariance(t)
 		}
 		e := float64(s.w.Queries[q].Groups(s.w)) * n.Variance / (base[q][a] * base[q][a])
 		unit += e

@@ -349,6 +349,25 @@ func (p *Plan) recalibrated(o Options) (*Plan, error) {
 	cp.Options = o
 	switch p.Kind {
 	case Direct, Kronecker:
+		if p.AggNoise != nil {
+			ratio := o.Epsilon / p.Options.Epsilon
+			if o.Noise == catalog.Gaussian {
+				ratio = o.Rho / p.Options.Rho
+			}
+			cp.AggNoise = make([][]DirectNoise, len(p.AggNoise))
+			for q, r := range p.AggNoise {
+				cp.AggNoise[q] = make([]DirectNoise, len(r))
+				for a, n := range r {
+					n.Epsilon *= ratio
+					n.Rho *= ratio
+					if !n.calibrate(o.Noise == catalog.Gaussian) {
+						return nil, fmt.Errorf("planner: noise for an aggregate at %+v is out of the samplers' range", o)
+					}
+					cp.AggNoise[q][a] = n
+				}
+			}
+			break
+		}
 		if !calibratable(o, p.Sensitivity) {
 			return nil, fmt.Errorf("planner: noise for sensitivity %g at %+v is out of the samplers' range", p.Sensitivity, o)
 		}

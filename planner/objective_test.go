@@ -161,4 +161,37 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 		}
 		t.Logf("%s: target %v costs %.4g (max-variance %s) vs %.4g (total-error %s)", fam, target, cost(pt), pt.Name, cost(ptot), ptot.Name)
 	}
+	// A split-noise plan (COUNT beside a SUM of incomes, fair objective)
+	// recalibrated to another ε: every aggregate's share and noise follow.
+	w = compileQueries(t, tab, &parser.Query{Select: []parser.SelectItem{{Agg: parser.AggCount}, {Agg: parser.AggSum, Column: "income"}}})
+	// (A small ε keeps the noise far from the discrete regime, where
+	// variance is not proportional to the scale squared. Gaussian noise
+	// stacks as well as it splits, so only Laplace plans split.)
+	for _, opt := range []Options{{Noise: catalog.Laplace, Epsilon: 0.01}} {
+		p, err := Choose(w, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.AggNoise == nil {
+			t.Fatalf("%s: plan %s has no split noise", opt.Noise, p.Name)
+		}
+		o := opt
+		o.Epsilon, o.Rho = 4*opt.Epsilon, 16*opt.Rho // the noise scale divided by 4 either way
+		r, err := p.recalibrated(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for q := range r.AggNoise {
+			for a, n := range r.AggNoise[q] {
+				sum += n.Epsilon + n.Rho
+				if ratio := r.Variance(q, a, nil) / p.Variance(q, a, nil); math.Abs(ratio-1.0/16) > 0.01/16 {
+					t.Errorf("%s: aggregate %d variance ratio %v after ε×4", opt.Noise, a, ratio)
+				}
+			}
+		}
+		if sum > o.Epsilon+o.Rho {
+			t.Errorf("%s: shares sum to %v > %+v", opt.Noise, sum, o)
+		}
+	}
 }

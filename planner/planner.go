@@ -23,8 +23,10 @@ const (
 	// Kronecker measures A = A_1 ⊗ … ⊗ A_d and reconstructs the histogram by
 	// least squares, x̂ = A⁺y; every answer is w·x̂.
 	Kronecker
-	// Marginal measures a weighted union of marginals (MarginalStrategy)
-	// and reconstructs the histogram by least squares.
+	// Marginal measures marginal and residual blocks (MarginalStrategy),
+	// each from the table of its own columns with its own noise, and
+	// answers every query from the generalised least-squares estimate of
+	// the marginal on its columns.
 	Marginal
 )
 
