@@ -118,11 +118,22 @@ type Row struct {
 
 // Agg is the index in Aggregates of base aggregate b restricted to
 // expression group e.
-func (q *Query) Agg(b, e int) int { return b*len(q.ExprGroups) + e }
+func (q *Query) Agg(b, e int) int { return b*q.ExprCount() + e }
+
+// ExprCount is the number of expression groups (1 when the query has no
+// GROUP BY expression).
+func (q *Query) ExprCount() int { return max(1, len(q.ExprGroups)) }
+
+// IsLive reports whether aggregate a's row at plain group g is not zero by
+// construction (every row is, in a Query built without Live).
+func (q *Query) IsLive(a, g int) bool { return q.Live == nil || q.Live[a][g] }
 
 // Measured reports whether some aggregate row of q is not zero by
 // construction.
 func (q *Query) Measured() bool {
+	if q.Live == nil {
+		return len(q.Aggregates) > 0
+	}
 	for _, l := range q.Live {
 		for _, v := range l {
 			if v {
@@ -135,7 +146,10 @@ func (q *Query) Measured() bool {
 
 // LiveRows is the number of plain groups where aggregate a is not zero by
 // construction: the rows a direct measurement must answer.
-func (q *Query) LiveRows(a int) int {
+func (q *Query) LiveRows(w *Workload, a int) int {
+	if q.Live == nil {
+		return q.Groups(w)
+	}
 	n := 0
 	for _, v := range q.Live[a] {
 		if v {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
@@ -27,6 +28,12 @@ type queryCompiler struct {
 
 // maxGroups bounds the groups of the GROUP BY expressions of one query.
 const maxGroups = 4096
+
+// MaxPlainGroups bounds the groups of one query's GROUP BY columns (the
+// product of their domains), so that compiling never holds more rows than
+// an answer could show; a column alone (at most catalog.MaxColumnCells
+// cells) always fits.
+const MaxPlainGroups = 1 << 22
 
 func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, error) {
 	src := st.Query
@@ -172,6 +179,13 @@ func (qc *queryCompiler) keys() error {
 		}
 		q.Keys = append(q.Keys, Key{Plain: len(q.GroupCols), Expr: -1, Text: name})
 		q.GroupCols = append(q.GroupCols, j)
+	}
+	groups := 1.0
+	for _, j := range q.GroupCols {
+		groups *= float64(qc.w.Columns[j].Size())
+	}
+	if groups > MaxPlainGroups {
+		return parser.Errorf(parser.CodeDPRefused, "GROUP BY %s has %.0f groups over the declared domain, more than the limit of %d for one query; group by fewer or coarser columns", strings.Join(src.GroupBy, ", "), groups, MaxPlainGroups)
 	}
 	d := len(qc.w.Columns)
 	if len(qc.exprKeys) == 0 {

@@ -67,7 +67,7 @@ type answer struct {
 
 func aggAnswer(q *compile.Query, m *measured, base int, r compile.Row) answer {
 	a := q.Agg(base, r.Expr)
-	if !q.Live[a][r.Plain] {
+	if !q.IsLive(a, r.Plain) {
 		return answer{known: true} // zero on every cell: exactly 0
 	}
 	if m == nil {
@@ -483,26 +483,35 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
 	}
 	add("columns", strings.Join(dom, " × "))
-	add("cells", fmt.Sprint(w.Cells()))
-	for q, qu := range w.Queries {
-		if !qu.Measured() {
-			add(fmt.Sprintf("query %d", q+1), "answered exactly from the declared domain, nothing measured: "+qu.Why)
-		}
-		if len(qu.Keys) > 0 {
-			var keys []string
-			for _, k := range qu.Keys {
-				keys = append(keys, k.Text)
+	// What each query's groups are, and which queries are known from the
+	// declared domain without a measurement.
+	queries := func() {
+		for q, qu := range w.Queries {
+			if !qu.Measured() {
+				add(fmt.Sprintf("query %d", q+1), "answered exactly from the declared domain, nothing measured: "+qu.Why)
 			}
-			add(fmt.Sprintf("groups query %d", q+1), fmt.Sprintf("%d (GROUP BY %s: the groups the WHERE admits on the declared domain)", len(qu.Rows), strings.Join(keys, ", ")))
+			if len(qu.Keys) > 0 {
+				var keys []string
+				for _, k := range qu.Keys {
+					keys = append(keys, k.Text)
+				}
+				add(fmt.Sprintf("groups query %d", q+1), fmt.Sprintf("%d (GROUP BY %s: the groups the WHERE admits on the declared domain)", len(qu.Rows), strings.Join(keys, ", ")))
+			}
 		}
 	}
 	if !w.Measured() {
+		cells := 1.0
+		for _, n := range w.Sizes() {
+			cells *= float64(n)
+		}
+		add("cells", fmt.Sprintf("%.0f", cells))
+		queries()
 		add("measurement", "none: every answer is known from the declared domain")
 		add("epsilon charged if run", "0 (no ledger entry)")
 		add("charged", "nothing (EXPLAIN)")
 		return res, nil
 	}
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -511,11 +520,15 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
 			return nil, err
 		}
+		plan = nil
 	}
-	plan, err := e.planner.Choose(w, opt)
-	if err != nil {
-		return nil, e.internal("plan", err)
+	if plan == nil {
+		if plan, err = e.planner.Choose(w, opt); err != nil {
+			return nil, e.planError(err)
+		}
 	}
+	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
+	queries()
 	add("noise", string(opt.Noise))
 	if opt.Noise == catalog.Gaussian {
 		add("rho", fmt.Sprintf("%g", opt.Rho))
@@ -536,8 +549,30 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
-	if obj := plan.Objective(); math.Abs(obj-plan.TotalSquaredError()) > 1e-9*obj {
-		add("objective minimised", fmt.Sprintf("%.6g (each AVG's COUNT weighted by its midpoint², as the AVG's error is)", obj))
+	if plan.Tables != nil {
+		var ts []string
+		for _, cols := range plan.Tables {
+			var names []string
+			for _, j := range cols {
+				names = append(names, w.Columns[j].Name)
+			}
+			ts = append(ts, "("+strings.Join(names, ", ")+")")
+		}
+		add("histograms", "one per column set, each over its own columns: "+strings.Join(ts, " "))
+	}
+	answers := 0
+	for _, qu := range w.Queries {
+		for _, it := range qu.Items[:qu.Visible] {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+				answers++
+			}
+		}
+	}
+	switch {
+	case plan.Options.Objective == planner.ObjectiveMaxVariance:
+		add("objective minimised", fmt.Sprintf("largest variance of one answer, %.6g (the accuracy target's)", plan.MaxVariance))
+	case answers > 1:
+		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
@@ -565,18 +600,18 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				lo, hi := math.Inf(1), math.Inf(-1)
 				wlo, whi := math.Inf(1), math.Inf(-1)
 				group := make([]int, len(qu.GroupCols))
-				for e := range qu.ExprGroups {
+				for e := 0; e < qu.ExprCount(); e++ {
 					a := qu.Agg(b, e)
 					for g := 0; g < qu.Groups(w); g++ {
-						if !qu.Live[a][g] {
+						if !qu.IsLive(a, g) {
 							continue
 						}
 						qu.GroupCells(w, g, group)
 						sd := math.Sqrt(plan.Variance(q, a, group))
 						lo, hi = math.Min(lo, sd), math.Max(hi, sd)
 					}
-					if w.Cells() <= 1<<20 {
-						for _, x := range planner.Dense(qu.Aggregates[a], sizes) {
+					if l, ls, ok := onSupport(qu.Aggregates[a], sizes); ok {
+						for _, x := range planner.Dense(l, ls) {
 							wlo, whi = math.Min(wlo, x), math.Max(whi, x)
 						}
 					}
@@ -623,4 +658,37 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	}
 	add("charged", "nothing (EXPLAIN)")
 	return res, nil
+}
+
+// onSupport is l over only the columns where some term is not all ones,
+// for evaluating its weights cell by cell; ok is false when those columns
+// have more than 2^20 cells together.
+func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
+	var cols []int
+	cells := 1.0
+	for j := range sizes {
+		for _, t := range l {
+			if t.Factors[j] != nil {
+				cols = append(cols, j)
+				cells *= float64(sizes[j])
+				break
+			}
+		}
+	}
+	if cells > 1<<20 {
+		return nil, nil, false
+	}
+	out := make(compile.Linear, len(l))
+	sub := make([]int, len(cols))
+	for k, j := range cols {
+		sub[k] = sizes[j]
+	}
+	for i, t := range l {
+		nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(cols))}
+		for k, j := range cols {
+			nt.Factors[k] = t.Factors[j]
+		}
+		out[i] = nt
+	}
+	return out, sub, true
 }

@@ -32,14 +32,36 @@ func measuredVector(t *testing.T, p *planner.Plan, x []float64) []float64 {
 		if y, err = exactKronecker(x, sizes, p.Factors, func([]float64, []int64) {}); err != nil {
 			t.Fatal(err)
 		}
-	case planner.Marginal:
-		for si, set := range p.Marginals.Sets {
-			for _, v := range marginalOf(x, sizes, set) {
-				y = append(y, p.Marginals.Weights[si]*v)
-			}
-		}
 	}
 	return y
+}
+
+// blockVector is what marginal block b measures before noise on the
+// histogram e_c: the cell's projection onto the block's columns, centred
+// and scaled per axis for a residual block.
+func blockVector(sizes []int, b planner.MarginalBlock, c int) []float64 {
+	cell := make([]int, len(sizes))
+	for j := len(sizes) - 1; j >= 0; j-- {
+		cell[j] = c % sizes[j]
+		c /= sizes[j]
+	}
+	bs := subSizes(sizes, b.Cols)
+	m := make([]int64, cellsOf(sizes, b.Cols))
+	idx := 0
+	for k, j := range b.Cols {
+		idx = idx*bs[k] + cell[j]
+	}
+	m[idx] = 1
+	if b.Residual {
+		for j := range bs {
+			centreScaleInt(m, bs, j)
+		}
+	}
+	out := make([]float64, len(m))
+	for i, v := range m {
+		out[i] = float64(v)
+	}
+	return out
 }
 
 // Every strategy's sensitivity stays exact with dropped cells, aggregates
@@ -76,12 +98,9 @@ func TestSensitivityWorstNeighbour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst := 0.0
-			e := make([]float64, w.Cells())
-			for c := range e {
-				e[c] = 1
+			norm := func(vs []float64) float64 {
 				d := 0.0
-				for _, v := range measuredVector(t, p, e) {
+				for _, v := range vs {
 					if opt.Noise == catalog.Gaussian {
 						d += v * v
 					} else {
@@ -91,7 +110,51 @@ func TestSensitivityWorstNeighbour(t *testing.T) {
 				if opt.Noise == catalog.Gaussian {
 					d = math.Sqrt(d)
 				}
-				worst = math.Max(worst, d)
+				return d
+			}
+			if p.Kind == planner.Marginal {
+				// Each block has its own noise and share: each must hold
+				// its own sensitivity.
+				for _, b := range p.Marginals.Blocks {
+					sens := planner.BlockSensitivity(b.Residual, subSizes(w.Sizes(), b.Cols), opt.Noise == catalog.Gaussian)
+					worst := 0.0
+					for c := 0; c < w.Cells(); c++ {
+						worst = math.Max(worst, norm(blockVector(w.Sizes(), b, c)))
+					}
+					if worst > sens*(1+1e-9) || worst < sens*(1-1e-9) {
+						t.Fatalf("%q %s: block %v (residual %v): worst neighbour %v, sensitivity %v", texts, opt.Noise, b.Cols, b.Residual, worst, sens)
+					}
+				}
+				kinds[p.Kind] = true
+				t.Logf("%q %s: %s, %d blocks", texts, opt.Noise, p.Name, len(p.Marginals.Blocks))
+				continue
+			}
+			if p.AggNoise != nil {
+				// Split noise: each aggregate has its own noise and share,
+				// and must hold its own sensitivity.
+				for q, qu := range w.Queries {
+					for a, agg := range qu.Aggregates {
+						worst := 0.0
+						e := make([]float64, w.Cells())
+						for c := range e {
+							e[c] = 1
+							worst = math.Max(worst, norm(Contract(agg, e, w.Sizes(), qu.GroupCols))*p.Scale[q][a])
+							e[c] = 0
+						}
+						if n := p.AggNoise[q][a]; worst > n.Sensitivity*(1+1e-9) || (worst > 0 && n.NoiseNum == 0) {
+							t.Fatalf("%q %s: aggregate (%d,%d): worst neighbour %v, sensitivity %v", texts, opt.Noise, q, a, worst, n.Sensitivity)
+						}
+					}
+				}
+				kinds[p.Kind] = true
+				t.Logf("%q %s: %s, per-aggregate noise", texts, opt.Noise, p.Name)
+				continue
+			}
+			worst := 0.0
+			e := make([]float64, w.Cells())
+			for c := range e {
+				e[c] = 1
+				worst = math.Max(worst, norm(measuredVector(t, p, e)))
 				e[c] = 0
 			}
 			if worst > p.Sensitivity*(1+1e-9) {

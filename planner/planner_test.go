@@ -244,7 +244,7 @@ func TestPlanVariancesSumToTotal(t *testing.T) {
 		for q, qu := range w.Queries {
 			for a := range qu.Aggregates {
 				for g := 0; g < qu.Groups(w); g++ {
-					if !qu.Live[a][g] {
+					if !qu.IsLive(a, g) {
 						continue // zero by construction: exact, never reported noisy
 					}
 					group := make([]int, len(qu.GroupCols))
