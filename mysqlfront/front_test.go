@@ -155,6 +155,7 @@ func testCatalog() *catalog.Catalog {
 		}},
 		Users: []*catalog.User{
 			{Name: "analyst", PasswordHash: nativeHash("analyst"), Role: catalog.RoleAnalyst},
+			{Name: "bob", PasswordHash: nativeHash("bob"), Role: catalog.RoleAnalyst},
 			{Name: "auditor", PasswordHash: strings.ToLower(nativeHash("audit pw")), Role: catalog.RoleAuditor},
 		},
 	}
