@@ -36,7 +36,9 @@ import (
 func TestMain(m *testing.M) {
 	// The driver logs broken connections (the disconnect tests make some).
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	os.Exit(m.Run())
+	code := m.Run()
+	stopFuzzFront()
+	os.Exit(code)
 }
 
 // ---- test double for the engine ----
