@@ -228,3 +228,19 @@ func TestOutOfOrderCommandCloses(t *testing.T) {
 	}
 	mustLoginWire(t, h.addr, 0)
 }
+
+// TestUnresolvableVariables: vitess's VarScope panicked inside
+// go-mysql-server on an empty variable name (found by FuzzComQuery:
+// "SELECT @@"), and the client got 3902. MySQL calls these syntax errors.
+func TestUnresolvableVariables(t *testing.T) {
+	h, _ := startRecorded(t)
+	db := h.analyst("")
+	for _, q := range []string{"SELECT @@", "SELECT @@global.", "SELECT @@session.", "SELECT @@'", "SELECT 1, @@ FROM dual", "SELECT @@GLOBAL.`"} {
+		_, err := db.ExecContext(ctx(t), q)
+		wantCode(t, q, err, 1064, "42000", "You have an error in your SQL syntax")
+	}
+	var v string
+	if err := db.QueryRowContext(ctx(t), "SELECT @@version_comment").Scan(&v); err != nil || v != VersionComment {
+		t.Fatalf("@@version_comment: %q %v", v, err)
+	}
+}
