@@ -111,6 +111,9 @@ type Backend interface {
 
 // Config configures a Server.
 type Config struct {
+	// Catalog is the schema clients see and the users; its Server section
+	// bounds connections and sessions (zero fields: MySQL's defaults; see
+	// limits.go).
 	Catalog *catalog.Catalog
 	Backend Backend
 	// Address to listen on, e.g. "127.0.0.1:3306". Ignored when Listener is set.
