@@ -34,6 +34,8 @@ import (
 //     RESET_CONNECTION); every other one (replication and binlog commands,
 //     COM_CHANGE_USER, COM_PROCESS_KILL, COM_SHUTDOWN, an empty packet, ...)
 //     gets MySQL's 1047 "Unknown command" and the connection carries on;
+//   - answers a COM_STMT_PREPARE whose text vitess's parser panics on
+//     with MySQL's 1064, as a statement that does not parse;
 //   - checks the layout of COM_FIELD_LIST, COM_STMT_EXECUTE and
 //     COM_STMT_RESET against the connection's prepared statements
 //     (vitess's own record of them): a malformed packet is 1835 "Malformed
@@ -182,8 +184,17 @@ func (c *frontConn) checkCommand(p []byte) (reply *mysql.SQLError, forward bool)
 	}
 	vc := c.vconn.Load()
 	switch p[0] {
-	case mysql.ComQuit, mysql.ComInitDB, mysql.ComQuery, comStatistics, mysql.ComPing, mysql.ComPrepare,
+	case mysql.ComQuit, mysql.ComInitDB, mysql.ComQuery, comStatistics, mysql.ComPing,
 		mysql.ComSetOption, mysql.ComStmtFetch:
+		return nil, true
+	case mysql.ComPrepare:
+		// vitess parses the statement itself, outside any handler, and its
+		// parser panics on some malformed text (SELECT'').
+		if _, err := safeParse(string(p[1:])); errors.Is(err, errParserPanic) {
+			var se *mysql.SQLError
+			errors.As(syntaxError(string(p[1:])), &se)
+			return se, false
+		}
 		return nil, true
 	case mysql.ComResetConnection:
 		c.longDataErr = nil

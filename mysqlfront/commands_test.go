@@ -244,3 +244,30 @@ func TestUnresolvableVariables(t *testing.T) {
 		t.Fatalf("@@version_comment: %q %v", v, err)
 	}
 }
+
+// TestParserPanics: vitess's parser panics on SELECT'' (found by
+// FuzzComQuery): through COM_QUERY the panic was recovered into 3902, and
+// through COM_STMT_PREPARE, which vitess parses itself, it cost the
+// connection. Both are now syntax errors (MySQL would answer '' here; the
+// parser cannot), and the session carries on.
+func TestParserPanics(t *testing.T) {
+	h, _ := startRecorded(t)
+	w := mustLoginWire(t, h.addr, 0)
+	for _, cmd := range []byte{vtmysql.ComQuery, vtmysql.ComPrepare} {
+		for _, q := range []string{"SELECT''", "SELECT'' FROM dual"} {
+			if err := w.command(append([]byte{cmd}, q...)); err != nil {
+				t.Fatal(err)
+			}
+			ps, err := w.response(5 * time.Second)
+			if err != nil || len(ps) != 1 {
+				t.Fatalf("%x %q: %v %v", cmd, q, ps, err)
+			}
+			if code, state, _ := ps[0].errCode(); code != 1064 || state != "42000" {
+				t.Fatalf("%x %q: %v", cmd, q, ps[0])
+			}
+			if v, err := w.queryValue("SELECT 3"); err != nil || v != "3" {
+				t.Fatalf("after %x %q: %q %v", cmd, q, v, err)
+			}
+		}
+	}
+}

@@ -506,8 +506,8 @@ func isFieldListQuery(q string) bool { return fieldListQuery.MatchString(q) }
 //   - file access — LOAD_FILE(), SELECT ... INTO OUTFILE/DUMPFILE, LOAD DATA
 //     (1227): GMS checks no FILE privilege, and the proxy's files include
 //     the protected data. (secure_file_priv also points nowhere; see New.)
-//   - variable names GMS cannot resolve without panicking (1064; see
-//     scopableVariable).
+//   - text vitess's parser panics on, and variable names GMS cannot
+//     resolve without panicking (1064; see scopableVariable).
 //
 // It works on vitess's tokens, so quoted strings and comments do not count,
 // while MySQL's executable /*! ... */ comments do.
@@ -550,6 +550,11 @@ scan:
 				global = true
 			}
 		}
+	}
+	// go-mysql-server parses the statement with vitess, whose parser
+	// panics on some malformed text (SELECT''); MySQL calls it a syntax error.
+	if _, err := safeParse(stmt); errors.Is(err, errParserPanic) {
+		return syntaxError(stmt)
 	}
 	if isSet && global {
 		ast, err := sqlparser.Parse(stmt)
