@@ -245,10 +245,10 @@ func TestUnresolvableVariables(t *testing.T) {
 	}
 }
 
-// TestParserPanics: vitess's parser panics on SELECT'' (found by
+// TestParserPanics: vitess's parser panics on SELECT” (found by
 // FuzzComQuery): through COM_QUERY the panic was recovered into 3902, and
 // through COM_STMT_PREPARE, which vitess parses itself, it cost the
-// connection. Both are now syntax errors (MySQL would answer '' here; the
+// connection. Both are now syntax errors (MySQL would answer ” here; the
 // parser cannot), and the session carries on.
 func TestParserPanics(t *testing.T) {
 	h, _ := startRecorded(t)

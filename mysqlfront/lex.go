@@ -106,7 +106,7 @@ func firstWord(s string) string {
 var errParserPanic = errors.New("the SQL parser failed on this statement")
 
 // safeParse is sqlparser.Parse, with a panic of the parser (vitess
-// panics on some malformed text, such as SELECT'') as errParserPanic.
+// panics on some malformed text, such as SELECT”) as errParserPanic.
 func safeParse(text string) (tree sqlparser.Statement, err error) {
 	defer func() {
 		if recover() != nil {
