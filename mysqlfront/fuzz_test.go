@@ -3,8 +3,6 @@ package mysqlfront
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"database/sql"
 	"encoding/binary"
 	"fmt"
@@ -44,6 +42,9 @@ type fuzzFront struct {
 	log   *slog.Logger
 	rec   *panicRecorder
 	close func()
+
+	sha2Once sync.Once
+	sha2Err  error
 }
 
 var (
@@ -52,12 +53,15 @@ var (
 	fuzzErr  error
 )
 
-// frontForFuzzing starts the shared front on first use.
-func frontForFuzzing(f *testing.F) *fuzzFront {
-	f.Helper()
+// frontForFuzzing starts the shared front on first use. It is called from
+// the fuzz function's body, so that only the processes that run inputs
+// (fuzzing workers, or go test running the seeds) start one, not the
+// fuzzing coordinator.
+func frontForFuzzing(t *testing.T) *fuzzFront {
+	t.Helper()
 	fuzzOnce.Do(func() { fuzzFx, fuzzErr = startFuzzFront() })
 	if fuzzErr != nil {
-		f.Fatal(fuzzErr)
+		t.Fatal(fuzzErr)
 	}
 	// Tests in between may have routed the libraries' logs elsewhere.
 	routeLibraryLogs(fuzzFx.log)
@@ -91,12 +95,6 @@ func startFuzzFront() (*fuzzFront, error) {
 	}
 	cat.AuthPlugin = "caching_sha2_password"
 	cat.Server = catalog.Server{MaxConnections: 10000}
-	// The RSA key for caching_sha2_password, made now rather than during
-	// the first full authentication (seconds on a loaded machine).
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return fail(err)
-	}
 	if err := demo.Generate(ctx, filepath.Join(dir, cat.Sources["main"].Path), 2000); err != nil {
 		return fail(err)
 	}
@@ -127,7 +125,7 @@ func startFuzzFront() (*fuzzFront, error) {
 		return fail(err)
 	}
 	srv, err := New(Config{Catalog: cat, Backend: live, Address: "127.0.0.1:0", Version: "8.0.33-dpproxy", Logger: log,
-		AuthPlugin: cat.AuthPlugin, RSAKey: key, Audit: &Audit{Ledger: ledger, Catalog: live.Catalog}})
+		AuthPlugin: cat.AuthPlugin, Audit: &Audit{Ledger: ledger, Catalog: live.Catalog}})
 	if err != nil {
 		return fail(err)
 	}
@@ -137,17 +135,25 @@ func startFuzzFront() (*fuzzFront, error) {
 	fx := &fuzzFront{addr: srv.Addr().String(), log: log, rec: rec}
 	fx.close = func() { _, _ = fail(nil) }
 
-	// One full caching_sha2_password login (the Go driver fetches the RSA
-	// key), so that fast authentication has a cached verifier to check.
-	db, err := sql.Open("mysql", fmt.Sprintf("analyst:analyst@tcp(%s)/demo?timeout=5s", fx.addr))
-	if err != nil {
-		return fail(err)
-	}
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fail(fmt.Errorf("caching_sha2_password login: %w", err))
-	}
 	return fx, nil
+}
+
+// warmSHA2 makes one full caching_sha2_password login (the Go driver
+// fetches the RSA key), once, so that fast authentication has a cached
+// verifier to check.
+func (fx *fuzzFront) warmSHA2(t *testing.T) {
+	t.Helper()
+	fx.sha2Once.Do(func() {
+		db, err := sql.Open("mysql", fmt.Sprintf("analyst:analyst@tcp(%s)/demo?timeout=10s", fx.addr))
+		if err == nil {
+			defer db.Close()
+			err = db.PingContext(context.Background())
+		}
+		fx.sha2Err = err
+	})
+	if fx.sha2Err != nil {
+		t.Fatalf("caching_sha2_password login: %v", fx.sha2Err)
+	}
 }
 
 // panicRecorder is the front's log handler: it keeps every message that
@@ -324,8 +330,8 @@ func moreResults(p []byte) bool {
 // FuzzHandshakeResponse sends the fuzzed bytes as the client's handshake
 // response (before any authentication).
 func FuzzHandshakeResponse(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, resp []byte) {
+		fx := frontForFuzzing(t)
 		w, err := dialWire(fx.addr)
 		if err != nil {
 			t.Fatal(err)
@@ -349,8 +355,9 @@ func FuzzHandshakeResponse(f *testing.F) {
 // up to two continuation packets (caching_sha2's public key request, its
 // RSA-encrypted or clear password; an auth switch's answer).
 func FuzzAuth(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, sha2 bool, user, password string, tamper, cont1, cont2 []byte) {
+		fx := frontForFuzzing(t)
+		fx.warmSHA2(t)
 		w, err := dialWire(fx.addr)
 		if err != nil {
 			t.Fatal(err)
@@ -419,8 +426,8 @@ func lenEncBytes(b []byte) []byte {
 // CLIENT_MULTI_STATEMENTS: DP queries reach the engine, the rest
 // go-mysql-server.
 func FuzzComQuery(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, multi bool, query string) {
+		fx := frontForFuzzing(t)
 		extra := uint32(0)
 		if multi {
 			extra = vtmysql.CapabilityClientMultiStatements | vtmysql.CapabilityClientMultiResults
@@ -445,8 +452,8 @@ var stmtCommands = []byte{vtmysql.ComStmtExecute, vtmysql.ComStmtSendLongData, v
 // the statement id: COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE, FETCH,
 // or another COM_STMT_PREPARE (body = its text).
 func FuzzPreparedStatements(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, query string, kind1 byte, body1 []byte, kind2 byte, body2 []byte) {
+		fx := frontForFuzzing(t)
 		w := fx.login(t, 0)
 		defer w.Close()
 		id := uint32(1)
@@ -488,8 +495,8 @@ func FuzzPreparedStatements(f *testing.F) {
 // FuzzFieldList sends a COM_FIELD_LIST (table name, NUL, wildcard) with the
 // fuzzed body.
 func FuzzFieldList(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
+		fx := frontForFuzzing(t)
 		w := fx.login(t, 0)
 		defer w.Close()
 		if err := w.command(append([]byte{vtmysql.ComFieldList}, body...)); err != nil {
@@ -509,8 +516,8 @@ func FuzzFieldList(f *testing.F) {
 // FuzzChangeUser sends a COM_CHANGE_USER with the fuzzed body: dpproxy does
 // not serve it, so the answer must be 1047 and the session must carry on.
 func FuzzChangeUser(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
+		fx := frontForFuzzing(t)
 		w := fx.login(t, 0)
 		defer w.Close()
 		if err := w.command(append([]byte{0x11}, body...)); err != nil {
@@ -530,8 +537,8 @@ func FuzzChangeUser(f *testing.F) {
 
 // FuzzCommand sends any command packet after login.
 func FuzzCommand(f *testing.F) {
-	fx := frontForFuzzing(f)
 	f.Fuzz(func(t *testing.T, payload []byte) {
+		fx := frontForFuzzing(t)
 		w := fx.login(t, 0)
 		defer w.Close()
 		if err := w.command(payload); err != nil {
