@@ -20,7 +20,6 @@ import (
 	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
-	"github.com/dpproxy/dpproxy/planner"
 )
 
 type fixture struct {
@@ -196,11 +195,7 @@ func TestAccuracyTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, _, err := f.eng.options(s, tab, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Choose(w, opt)
+	opt, _, p, err := f.eng.options(s, tab, w)
 	if err != nil {
 		t.Fatal(err)
 	}
