@@ -18,11 +18,18 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
+// Counter builds a table's histogram over the product domain of some of its
+// columns (row-major, last column fastest; package sources). The engine
+// only reads the slice.
+type Counter interface {
+	Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.Column) ([]float64, error)
+}
+
 // Config wires an Engine.
 type Config struct {
 	Catalog    *catalog.Catalog
 	Ledger     *budget.Ledger
-	Histograms *exec.Histograms
+	Histograms Counter
 	Logger     *slog.Logger
 	// Answers persists released answers for reuse across restarts and
 	// processes; nil keeps them in memory only.
@@ -33,7 +40,7 @@ type Config struct {
 type Engine struct {
 	cat    *catalog.Catalog
 	ledger *budget.Ledger
-	hist   *exec.Histograms
+	hist   Counter
 	log    *slog.Logger
 
 	stored *answerStore // released answers, re-released for free on an identical batch

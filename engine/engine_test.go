@@ -21,6 +21,7 @@ import (
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 type fixture struct {
@@ -65,7 +66,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h, err := exec.Open(ctx, cat, dir)
+	h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
