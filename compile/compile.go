@@ -155,6 +155,9 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 			w.Columns = append(w.Columns, c)
 		}
 	}
+	if err := checkCells(t, w.Columns); err != nil {
+		return nil, err
+	}
 	for _, st := range qs {
 		q, err := compileQuery(w, index, st)
 		if err != nil {
@@ -163,6 +166,37 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		w.Queries = append(w.Queries, q)
 	}
 	return w, nil
+}
+
+// checkCells refuses a batch whose product domain exceeds the table's
+// max_cells, before anything is sized by it (truth tables, groups, plans,
+// histograms) and before any charge. The product is public (the catalog's
+// domains), so the refusal says the numbers.
+func checkCells(t *catalog.Table, cols []*catalog.Column) error {
+	limit := t.MaxCells
+	if limit <= 0 {
+		limit = catalog.DefaultMaxCells
+	}
+	cells := 1.0
+	var dims []string
+	for _, c := range cols {
+		cells *= float64(c.Size())
+		dims = append(dims, fmt.Sprintf("%s %d", c.Name, c.Size()))
+	}
+	if cells <= float64(limit) {
+		return nil
+	}
+	return parser.Errorf(parser.CodeDPRefused, "the batch's columns span %s cells (%s), more than table %s allows (max_cells %d); query fewer or coarser columns, or split the batch",
+		formatCells(cells), strings.Join(dims, " × "), t.Name, limit)
+}
+
+// formatCells writes a cell count exactly when it fits an integer, else in
+// scientific notation.
+func formatCells(x float64) string {
+	if x < 1e18 {
+		return strconv.FormatInt(int64(x), 10)
+	}
+	return strconv.FormatFloat(x, 'e', 3, 64)
 }
 
 func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) error {

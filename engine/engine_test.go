@@ -636,3 +636,23 @@ func TestSelectLimit(t *testing.T) {
 		t.Fatalf("default sql_select_limit: %d rows, want 16", len(r.Rows))
 	}
 }
+
+// A batch over more cells than the table's max_cells is refused with 3900,
+// naming the cells and the limit, before any histogram, plan or charge —
+// EXPLAIN too — and the engine answers the next query.
+func TestMaxCellsRefusedBeforeWork(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Catalog.Table("adult").MaxCells = 1_000_000
+	s := session("analyst", nil)
+	wide := "SELECT age, education, occupation, sex, hours_per_week, COUNT(*) FROM adult GROUP BY age, education, occupation, sex, hours_per_week"
+	for _, q := range []string{wide, "EXPLAIN " + wide} {
+		_, err := f.eng.Answer(context.Background(), s, []string{q})
+		refusal(t, err, parser.CodeDPRefused, "3282048 cells (age 74 × education 16 × occupation 14 × sex 2 × hours_per_week 99), more than table adult allows (max_cells 1000000)")
+	}
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("a refused batch charged %d entries", n)
+	}
+	if r := f.answer(t, s, "SELECT COUNT(*) FROM adult"); len(r.Rows) != 1 {
+		t.Fatalf("after a refusal: %+v", r)
+	}
+}
