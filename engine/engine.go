@@ -56,7 +56,7 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, log), planner: planner.New()}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: planner.New()}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -187,12 +187,10 @@ func selectLimit(s *Session, st *parser.Statement, r *Result) *Result {
 		return r
 	}
 	n, ok := s.SelectLimit()
-	if !ok || uint64(len(r.Rows)) <= n {
+	if !ok || uint64(r.Len()) <= n {
 		return r
 	}
-	cp := *r
-	cp.Rows = r.Rows[:n:n]
-	return &cp
+	return r.limited(int(n))
 }
 
 func toFloat(v any) (float64, bool) {

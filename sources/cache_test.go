@@ -48,10 +48,17 @@ func policySet(t *testing.T) (*Set, *counting, string) {
 	if _, err := db.Exec(`CREATE TABLE t (a INTEGER, b TEXT, c REAL)`); err != nil {
 		t.Fatal(err)
 	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 200; i++ {
-		if _, err := db.Exec(`INSERT INTO t VALUES (?, ?, ?)`, i%13, []string{"x", "y", "z", "w"}[i%4], float64(i%11)); err != nil {
+		if _, err := tx.Exec(`INSERT INTO t VALUES (?, ?, ?)`, i%13, []string{"x", "y", "z", "w"}[i%4], float64(i%11)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 	cat := &catalog.Catalog{Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}}
 	s, err := Open(ctx, cat, Options{DataDir: dir})

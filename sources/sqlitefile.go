@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
@@ -247,7 +248,9 @@ type fileScan struct {
 }
 
 // run scans the subtrees with the given number of workers and adds every
-// row's cell into counts.
+// row's cell into counts. The workers count into counts itself, viewed as
+// uint64 and added to atomically, then turned into float64 in place: no
+// per-worker copy of the domain.
 func (fs *fileScan) run(ctx context.Context, root uint32, counts []float64, workers int) error {
 	trees, err := fs.sf.subtrees(root, 8*workers)
 	if err != nil {
@@ -263,18 +266,17 @@ func (fs *fileScan) run(ctx context.Context, root uint32, counts []float64, work
 	close(work)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	clear(counts)
+	shared := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(counts))), len(counts))
 	errs := make([]error, workers)
-	parts := make([][]int64, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			local := make([]int64, len(counts))
-			parts[w] = local
-			s := fs.worker()
+			s := fs.worker(workers > 1)
 			for pg := range work {
-				if err := s.tree(ctx, pg, local); err != nil {
+				if err := s.tree(ctx, pg, shared); err != nil {
 					errs[w] = err
 					cancel()
 					return
@@ -283,27 +285,23 @@ func (fs *fileScan) run(ctx context.Context, root uint32, counts []float64, work
 		}(w)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for i, v := range shared {
+		counts[i] = float64(v)
 	}
-	for _, local := range parts {
-		for i, v := range local {
-			counts[i] += float64(v)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // scanWorker holds one goroutine's buffers.
 type scanWorker struct {
 	fs       *fileScan
+	atomic   bool // other workers count into the same array
 	pages    [][]byte // one buffer per tree level
 	overflow []byte
 	ovPage   []byte
 }
 
-func (fs *fileScan) worker() *scanWorker {
-	return &scanWorker{fs: fs, ovPage: make([]byte, fs.sf.pageSize)}
+func (fs *fileScan) worker(atomic bool) *scanWorker {
+	return &scanWorker{fs: fs, atomic: atomic, ovPage: make([]byte, fs.sf.pageSize)}
 }
 
 func (s *scanWorker) buffer(depth int) []byte {
@@ -317,11 +315,11 @@ func (s *scanWorker) buffer(depth int) []byte {
 // file whose pages point in a cycle ends in an error.
 const maxDepth = 40
 
-func (s *scanWorker) tree(ctx context.Context, pgno uint32, counts []int64) error {
+func (s *scanWorker) tree(ctx context.Context, pgno uint32, counts []uint64) error {
 	return s.walk(ctx, pgno, 0, counts)
 }
 
-func (s *scanWorker) walk(ctx context.Context, pgno uint32, depth int, counts []int64) error {
+func (s *scanWorker) walk(ctx context.Context, pgno uint32, depth int, counts []uint64) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: b-tree deeper than %d", errFileFormat, maxDepth)
 	}
@@ -351,7 +349,7 @@ func (s *scanWorker) walk(ctx context.Context, pgno uint32, depth int, counts []
 	return fmt.Errorf("%w: page %d has type %#x in a table b-tree", errFileFormat, pgno, p[h])
 }
 
-func (s *scanWorker) leaf(p []byte, h int, counts []int64) error {
+func (s *scanWorker) leaf(p []byte, h int, counts []uint64) error {
 	sf := s.fs.sf
 	n := int(binary.BigEndian.Uint16(p[h+3:]))
 	u := sf.usable
@@ -392,7 +390,11 @@ func (s *scanWorker) leaf(p []byte, h int, counts []int64) error {
 		if !ok {
 			return fmt.Errorf("%w: bad record", errFileFormat)
 		}
-		counts[idx]++
+		if s.atomic {
+			atomic.AddUint64(&counts[idx], 1)
+		} else {
+			counts[idx]++
+		}
 	}
 	s.fs.rows.Add(int64(n))
 	return nil
