@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"container/list"
 	"fmt"
 	"log/slog"
 	"strings"

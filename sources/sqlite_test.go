@@ -69,4 +69,3 @@ func TestHistogramPushdownAppliesPolicies(t *testing.T) {
 	}
 
 }
-

@@ -294,7 +294,7 @@ func (fs *fileScan) run(ctx context.Context, root uint32, counts []float64, work
 // scanWorker holds one goroutine's buffers.
 type scanWorker struct {
 	fs       *fileScan
-	atomic   bool // other workers count into the same array
+	atomic   bool     // other workers count into the same array
 	pages    [][]byte // one buffer per tree level
 	overflow []byte
 	ovPage   []byte

@@ -15,7 +15,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/engine"
-		"github.com/dpproxy/dpproxy/mysqlfront"
+	"github.com/dpproxy/dpproxy/mysqlfront"
 	"github.com/dpproxy/dpproxy/sources"
 )
 
