@@ -38,7 +38,7 @@ func encodeResults(rs []*Result) ([]byte, error) {
 	var b bytes.Buffer
 	size := 64
 	for _, r := range rs {
-		size += 4 * r.Len() * len(r.Columns)
+		size += 2 * r.Len() * len(r.Columns)
 	}
 	b.Grow(size)
 	b.Write(encodingMagic)

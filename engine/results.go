@@ -128,7 +128,7 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	}
 	idx := make([]int, len(q.GroupCols))
 	rowKeys := make([]float64, len(q.Items))
-	var kept []int32 // groups (positions in 0..n) that pass HAVING
+	kept := make([]int32, 0, n) // groups (positions in 0..n) that pass HAVING
 	for p := 0; p < n; p++ {
 		g := group(p)
 		q.GroupCells(w, g, idx)
@@ -158,7 +158,8 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	}
 	// A top-k selection without measured values keeps the mechanism's order;
 	// otherwise ORDER BY sorts on the noisy values (post-processing).
-	if len(q.Order) > 0 && (only == nil || m != nil) {
+	sorted := len(q.Order) > 0 && (only == nil || m != nil)
+	if sorted {
 		sort.SliceStable(rows, func(a, b int) bool {
 			ra, rb := rows[a], rows[b]
 			for _, k := range q.Order {
@@ -219,6 +220,10 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			continue
 		}
 		c.isInt = res.Columns[i].Type == TypeInt64
+		if len(rows) == len(keys[i]) && !sorted {
+			c.numbers = keys[i] // rows are the kept groups in order: no copy
+			continue
+		}
 		c.numbers = make([]float64, len(rows))
 		for j, r := range rows {
 			c.numbers[j] = keys[i][r]
