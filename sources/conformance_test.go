@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/internal/testdb"
@@ -241,4 +242,60 @@ func TestConformanceMariaDB(t *testing.T) {
 	load(t, db, "mysql", "conf.t1", rows)
 	dsn := fmt.Sprintf("root@unix(%s)/conf", strings.TrimSuffix(strings.TrimPrefix(srv.AdminDSN, "root@unix("), ")/?multiStatements=true"))
 	checkConformance(t, conformanceCatalog(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", "conf.t1"), rows)
+}
+
+// A request whose context ends stops its query on the server too
+// (PostgreSQL's cancel request, MySQL's KILL QUERY), not only on the
+// client's side; here the query is a version_query that sleeps.
+func TestCancelStopsServerQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name, sleep, running string
+		srv                  *testdb.Lazy
+	}{
+		{"postgres", "SELECT pg_sleep(60)::text", "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()", pgServer},
+		{"mariadb", "SELECT SLEEP(60)", "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%SLEEP(60)%' AND ID <> CONNECTION_ID()", mariaServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := tc.srv.Get(t)
+			driver, dsn := "postgres", srv.AdminDSN
+			if srv.Driver == "mysql" {
+				driver = "mysql"
+				dsn = strings.TrimSuffix(dsn, "?multiStatements=true") + "mysql"
+			}
+			cat := conformanceCatalog(t, "main: {driver: "+driver+", dsn: \""+dsn+"\", version_query: \""+tc.sleep+"\"}", "t")
+			set, err := Open(context.Background(), cat, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := set.Histogram(ctx, cat.Table("t"), nil); err == nil {
+				t.Fatal("a sleeping version query succeeded")
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("cancelled after %v", d)
+			}
+			db, err := srv.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var n int
+				if err := db.QueryRow(tc.running).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d sleeping queries still run on the server", n)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
 }

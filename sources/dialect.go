@@ -170,8 +170,20 @@ func (s *server) dataVersion(ctx context.Context) (string, bool, error) {
 	if s.version == "" {
 		return "", false, nil
 	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("data version: %w", err)
+	}
+	defer conn.Close()
+	if s.cancel != nil {
+		stop, err := s.cancel(ctx, conn)
+		if err != nil {
+			return "", false, fmt.Errorf("data version: %w", err)
+		}
+		defer stop()
+	}
 	var v sql.NullString
-	err := s.db.QueryRowContext(ctx, s.version).Scan(&v)
+	err = conn.QueryRowContext(ctx, s.version).Scan(&v)
 	if err == sql.ErrNoRows || err == nil && !v.Valid {
 		return "", false, nil
 	}

@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -94,9 +93,17 @@ type Lazy struct {
 // NewLazy wraps a Start function.
 func NewLazy(start func(context.Context) (*Server, error)) *Lazy { return &Lazy{start: start} }
 
+// TB is what Get needs of a *testing.T or *testing.B (so that this package
+// does not import testing and commands such as dpproxy bench may use it).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
 // Get returns the server, starting it once; it skips (fails under CI=true)
 // when the server cannot start.
-func (l *Lazy) Get(tb testing.TB) *Server {
+func (l *Lazy) Get(tb TB) *Server {
 	tb.Helper()
 	l.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
