@@ -46,6 +46,9 @@ func Demo() *Catalog {
 	return c
 }
 
+// DemoYAML returns the embedded demo catalog's text (a copy).
+func DemoYAML() []byte { return append([]byte(nil), demoYAML...) }
+
 // Load reads and validates the catalog file at path. Validation errors are
 // of type Errors and name path, the line and the field.
 func Load(path string) (*Catalog, error) {
