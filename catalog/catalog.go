@@ -75,10 +75,11 @@ type Source struct {
 	// source's data changes; cached histograms are rebuilt when it does. ""
 	// uses the driver's default (see package sources).
 	VersionQuery string
-	// CacheTTL, if set, bounds how long a cached histogram is reused without
-	// asking the source's data version (a source whose version cannot be
-	// known cheaply); 0 asks every time.
-	CacheTTL time.Duration
+	// CacheTTL is how long a cached histogram is reused without asking the
+	// source's data version, when CacheTTLSet (else the driver's default,
+	// see package sources); 0 asks every time.
+	CacheTTL    time.Duration
+	CacheTTLSet bool
 }
 
 // DefaultMaxCells is a table's max_cells unless the catalog sets it.

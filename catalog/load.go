@@ -592,7 +592,7 @@ func (p *parser) source(e entry) *Source {
 			if err != nil || d < 0 {
 				p.errorf(n.line, n.path, "must be a duration such as 30s or 5m (got %q)", v)
 			} else {
-				s.CacheTTL = d
+				s.CacheTTL, s.CacheTTLSet = d, true
 			}
 		}
 	}

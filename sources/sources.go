@@ -26,6 +26,15 @@ type backend interface {
 	close() error
 }
 
+// DefaultServerCacheTTL is how long a PostgreSQL or MySQL source reuses a
+// histogram without asking its data version, unless the catalog sets
+// cache_ttl: their versions (the WAL position, the InnoDB log sequence
+// number) move with any write anywhere on the server, so on a busy server a
+// histogram would otherwise never be reused. A histogram may then lag
+// committed changes by up to this long; cache_ttl: 0 follows every change.
+// SQLite's data_version is exact and per file: its default is 0.
+const DefaultServerCacheTTL = 30 * time.Second
+
 // DefaultUnknownVersionTTL is how long a histogram of a source whose data
 // version cannot be known (and whose catalog sets no cache_ttl) is reused.
 const DefaultUnknownVersionTTL = 30 * time.Second
@@ -96,6 +105,9 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 
 func open(ctx context.Context, cfg *catalog.Source, dataDir string) (*source, error) {
 	src := &source{name: cfg.Name, cfg: cfg, ttl: cfg.CacheTTL}
+	if !cfg.CacheTTLSet && cfg.Driver != catalog.DriverSQLite {
+		src.ttl = DefaultServerCacheTTL
+	}
 	var conns int
 	switch cfg.Driver {
 	case catalog.DriverSQLite:
@@ -157,16 +169,21 @@ func (s *Set) Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	ck := columnKeys(cols)
 	key := tk + "\x00" + strings.Join(ck, "\x00")
 	now := time.Now()
-	if src.ttl > 0 {
-		if e := s.cache.get(key); e != nil && now.Sub(e.built) < src.ttl {
-			return strip(e.counts, cols), nil
-		}
+	young := func(e *entry) bool { return now.Sub(e.built) < src.ttl }
+	if e := s.cache.get(key); e != nil && young(e) {
+		return strip(e.counts, cols), nil
+	}
+	if e := s.cache.superset(tk, ck, young); e != nil {
+		return s.marginal(e, key, tk, ck, cols), nil
 	}
 	version, known, err := src.be.dataVersion(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
 	fresh := func(e *entry) bool {
+		if young(e) {
+			return true
+		}
 		if known {
 			return e.version == version && e.known
 		}
@@ -182,15 +199,21 @@ func (s *Set) Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	// A cached histogram over more columns of the same table and version
 	// holds this one: sum it down in memory, no round trip.
 	if e := s.cache.superset(tk, ck, fresh); e != nil {
-		counts := marginal(e.counts, e.cols, e.sizes, ck, internalSizes(cols))
-		s.cache.put(key, &entry{table: tk, cols: ck, sizes: internalSizes(cols), counts: counts, version: e.version, known: e.known, built: e.built})
-		return strip(counts, cols), nil
+		return s.marginal(e, key, tk, ck, cols), nil
 	}
 	internal, err := s.build(ctx, src, t, cols, key, tk, ck, version, known)
 	if err != nil {
 		return nil, err
 	}
 	return strip(internal, cols), nil
+}
+
+// marginal sums cached entry e down to cols and caches the result (with
+// e's version and age).
+func (s *Set) marginal(e *entry, key, tk string, ck []string, cols []*catalog.Column) []float64 {
+	counts := marginal(e.counts, e.cols, e.sizes, ck, internalSizes(cols))
+	s.cache.put(key, &entry{table: tk, cols: ck, sizes: internalSizes(cols), counts: counts, version: e.version, known: e.known, built: e.built})
+	return strip(counts, cols)
 }
 
 // flight is one build that identical requests share.

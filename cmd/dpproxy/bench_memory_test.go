@@ -5,51 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"runtime/metrics"
-	"sync/atomic"
 	"testing"
-	"time"
 )
-
-// heapPeak samples the Go heap (live and not yet collected objects) every
-// millisecond while f runs, and returns the peak above the level before.
-func heapPeak(f func()) uint64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(stop)
-	<-done
-	if v := read(); v > peak.Load() {
-		peak.Store(v)
-	}
-	if peak.Load() < base {
-		return 0
-	}
-	return peak.Load() - base
-}
 
 // BenchmarkGroupByMemory measures the proxy's peak heap for one large
 // GROUP BY, per domain cell: the demo table's age × education ×
@@ -66,7 +25,7 @@ func BenchmarkGroupByMemory(b *testing.B) {
 	var worst uint64
 	for i := 0; i < b.N; i++ {
 		q := "SELECT age, education, hours_per_week, race, sex, COUNT(*) FROM adult GROUP BY age, education, hours_per_week, race, sex LIMIT " + itoa(2000000+i)
-		peak := heapPeak(func() {
+		peak := HeapPeak(func() {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClientHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "DPPROXY_BENCH_CLIENT="+addr+"\n"+q)
 			out, err := cmd.CombinedOutput()

@@ -32,7 +32,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "audit":
 		err = audit(ctx, rest, stdout)
 	case "bench":
-		err = bench(rest, stdout)
+		if len(rest) > 0 && rest[0] == "source" {
+			err = benchSource(ctx, rest[1:], stdout)
+		} else {
+			err = bench(rest, stdout)
+		}
 	case "reload":
 		err = reloadCmd(rest, stdout)
 	case "help", "-h", "--help":
@@ -74,7 +78,9 @@ commands:
            (and signed heads), 'audit sign' signs the ledger head, 'audit keygen' makes a signing key
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
   bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8
-           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times
+           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
+           'bench source --rows N [--start-servers] [--postgres DSN] [--mysql DSN]': histogram build
+           times against each engine's own GROUP BY, and peak memory per cell
 
 Run 'dpproxy <command> -h' for the command's flags.
 `)

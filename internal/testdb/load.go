@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -67,6 +68,7 @@ func CopyAdult(ctx context.Context, from *sql.DB, driver string, to *sql.DB, tab
 		return n.Load(), err
 	case "mysql":
 		pr, pw := io.Pipe()
+		escape := strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`)
 		go func() {
 			vals := make([]any, len(names))
 			var b strings.Builder
@@ -84,7 +86,14 @@ func CopyAdult(ctx context.Context, from *sql.DB, driver string, to *sql.DB, tab
 					if v == nil {
 						b.WriteString(`\N`)
 					} else {
-						b.WriteString(strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`).Replace(fmt.Sprint(v)))
+						switch v := v.(type) {
+						case int64:
+							b.WriteString(strconv.FormatInt(v, 10))
+						case []byte:
+							b.WriteString(escape.Replace(string(v)))
+						default:
+							b.WriteString(escape.Replace(fmt.Sprint(v)))
+						}
 					}
 				}
 				b.WriteByte('\n')
