@@ -10,8 +10,19 @@ import (
 	"time"
 )
 
-// PostgresBin is where Debian installs PostgreSQL 15's server binaries.
-var PostgresBin = "/usr/lib/postgresql/15/bin"
+// postgresBin is where Debian installs the newest PostgreSQL's server
+// binaries (/usr/lib/postgresql/<version>/bin), or "" when none is.
+func postgresBin() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	best, bestVersion := "", -1
+	for _, d := range dirs {
+		bin := filepath.Dir(d)
+		if v, err := strconv.Atoi(filepath.Base(filepath.Dir(bin))); err == nil && v > bestVersion {
+			best, bestVersion = bin, v
+		}
+	}
+	return best
+}
 
 // PostgresPassword is the superuser's password.
 const PostgresPassword = "dpproxy-test"
@@ -20,10 +31,11 @@ const PostgresPassword = "dpproxy-test"
 // it as the postgres user (PostgreSQL refuses to run as root), durable
 // writes off (a test server), on a free loopback port.
 func StartPostgres(ctx context.Context) (*Server, error) {
-	initdb := filepath.Join(PostgresBin, "initdb")
-	if _, err := os.Stat(initdb); err != nil {
-		return nil, fmt.Errorf("postgresql: %w (%s)", ErrMissing, initdb)
+	bin := postgresBin()
+	if bin == "" {
+		return nil, fmt.Errorf("postgresql: %w (no /usr/lib/postgresql/*/bin/initdb)", ErrMissing)
 	}
+	initdb := filepath.Join(bin, "initdb")
 	if os.Geteuid() == 0 {
 		if _, err := exec.LookPath("runuser"); err != nil {
 			return nil, fmt.Errorf("postgresql: runuser: %w", ErrMissing)
@@ -57,7 +69,7 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 		return fail(err)
 	}
 	chown(logFile, "postgres")
-	srv := asUser("postgres", filepath.Join(PostgresBin, "postgres"), "-D", data, "-k", dir, "-p", strconv.Itoa(port),
+	srv := asUser("postgres", filepath.Join(bin, "postgres"), "-D", data, "-k", dir, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "shared_buffers=256MB", "-c", "max_connections=100", "-c", "max_parallel_workers_per_gather=2")
 	srv.Stdout, srv.Stderr = lf, lf
@@ -71,7 +83,7 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 	s := &Server{Kind: "postgres", Host: "127.0.0.1", Port: port, Driver: "pgx", dir: dir,
 		AdminDSN: fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", PostgresPassword, port)}
 	s.stop = func() error {
-		stop := asUser("postgres", filepath.Join(PostgresBin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+		stop := asUser("postgres", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
 		out, err := stop.CombinedOutput()
 		select {
 		case <-exited:
