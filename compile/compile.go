@@ -155,7 +155,7 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 			w.Columns = append(w.Columns, c)
 		}
 	}
-	if err := checkCells(t, w.Columns); err != nil {
+	if err := CheckCells(t, w.Columns); err != nil {
 		return nil, err
 	}
 	for _, st := range qs {
@@ -168,11 +168,11 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	return w, nil
 }
 
-// checkCells refuses a batch whose product domain exceeds the table's
+// CheckCells refuses a batch whose product domain exceeds the table's
 // max_cells, before anything is sized by it (truth tables, groups, plans,
-// histograms) and before any charge. The product is public (the catalog's
-// domains), so the refusal says the numbers.
-func checkCells(t *catalog.Table, cols []*catalog.Column) error {
+// histograms, listed domains) and before any charge. The product is public
+// (the catalog's domains), so the refusal says the numbers.
+func CheckCells(t *catalog.Table, cols []*catalog.Column) error {
 	limit := t.MaxCells
 	if limit <= 0 {
 		limit = catalog.DefaultMaxCells

@@ -656,3 +656,12 @@ func TestMaxCellsRefusedBeforeWork(t *testing.T) {
 		t.Fatalf("after a refusal: %+v", r)
 	}
 }
+
+// Listing a domain (free, public) over more than max_cells combinations is
+// refused too, instead of building them.
+func TestMaxCellsDomainList(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Catalog.Table("adult").MaxCells = 1000
+	_, err := f.eng.Answer(context.Background(), session("analyst", nil), []string{"SELECT age, education FROM adult GROUP BY age, education"})
+	refusal(t, err, parser.CodeDPRefused, "1184 cells")
+}

@@ -431,6 +431,9 @@ func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
 		cols = append(cols, c)
 		res.Columns = append(res.Columns, Column{Name: it.Alias, Type: columnType(c)})
 	}
+	if err := compile.CheckCells(t, cols); err != nil {
+		return nil, err
+	}
 	var rec func(i int, prefix []any)
 	rec = func(i int, prefix []any) {
 		if i == len(cols) {
