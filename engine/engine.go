@@ -56,7 +56,9 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: planner.New()}
+	pl := planner.New()
+	pl.MaxBytes = cfg.Catalog.Cache.PlanBytes()
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl}
 }
 
 func (e *Engine) protected(schema, table string) bool {

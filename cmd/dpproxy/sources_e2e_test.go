@@ -286,6 +286,7 @@ func TestServerSourceErrorsRedactPassword(t *testing.T) {
 			if err == nil {
 				t.Fatal("started with a wrong password")
 			}
+			t.Logf("start-up error: %v", err)
 			if !strings.Contains(err.Error(), "source shop") {
 				t.Errorf("error does not name the source: %v", err)
 			}
