@@ -2,7 +2,6 @@ package sources
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -79,5 +78,3 @@ func openPostgres(ctx context.Context, dsn string, maxConns int) (*server, error
 	}
 	return &server{db: db, d: postgres{}}, nil
 }
-
-var _ = sql.ErrNoRows
