@@ -150,24 +150,6 @@ func appendValue(arena []byte, t engine.ColumnType, v engine.Value) (sqltypes.Va
 	return out, arena, err
 }
 
-// toSQLResult converts a whole engine result set to vitess's form (small
-// results; sendResult streams).
-func toSQLResult(r *engine.Result) (*sqltypes.Result, error) {
-	if err := checkResult(r); err != nil {
-		return nil, err
-	}
-	var out *sqltypes.Result
-	err := sendResult(r, func(chunk *sqltypes.Result) error {
-		if out == nil {
-			out = chunk
-			return nil
-		}
-		out.Rows = append(out.Rows, chunk.Rows...)
-		return nil
-	})
-	return out, err
-}
-
 func field(c engine.Column) (*querypb.Field, error) {
 	f := &querypb.Field{Name: c.Name, OrgName: c.Name}
 	switch c.Type {
