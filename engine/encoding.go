@@ -66,8 +66,8 @@ func encodeColumn(b *bytes.Buffer, r *Result, k, n int) {
 		for _, v := range c.labels {
 			putValue(b, v)
 		}
-		for _, j := range c.cells[:n] {
-			putUvarint(b, uint64(j))
+		for i := 0; i < n; i++ {
+			putUvarint(b, uint64(c.cell(i)))
 		}
 		return
 	}

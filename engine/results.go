@@ -128,7 +128,9 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 	}
 	idx := make([]int, len(q.GroupCols))
 	rowKeys := make([]float64, len(q.Items))
-	kept := make([]int32, 0, n) // groups (positions in 0..n) that pass HAVING
+	// kept lists the groups (positions in 0..n) that pass HAVING; nil while
+	// every one so far has.
+	var kept []int32
 	for p := 0; p < n; p++ {
 		g := group(p)
 		q.GroupCells(w, g, idx)
@@ -142,6 +144,12 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			}
 		}
 		if q.Having != nil && !holds(q.Having, rowKeys) {
+			if kept == nil {
+				kept = make([]int32, p, n)
+				for k := range kept {
+					kept[k] = int32(k)
+				}
+			}
 			continue
 		}
 		for i := range q.Items {
@@ -149,24 +157,43 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 				keys[i] = append(keys[i], rowKeys[i])
 			}
 		}
-		kept = append(kept, int32(p))
+		if kept != nil {
+			kept = append(kept, int32(p))
+		}
 	}
-	// rows are positions into kept.
-	rows := make([]int32, len(kept))
-	for r := range rows {
-		rows[r] = int32(r)
+	count := n
+	if kept != nil {
+		count = len(kept)
+	}
+	at := func(r int32) int { // the group position of kept row r
+		if kept == nil {
+			return int(r)
+		}
+		return int(kept[r])
+	}
+	// rows are positions into the kept groups, in output order; nil while
+	// that is 0..count-1.
+	var rows []int32
+	row := func(j int) int32 {
+		if rows == nil {
+			return int32(j)
+		}
+		return rows[j]
 	}
 	// A top-k selection without measured values keeps the mechanism's order;
 	// otherwise ORDER BY sorts on the noisy values (post-processing).
-	sorted := len(q.Order) > 0 && (only == nil || m != nil)
-	if sorted {
+	if len(q.Order) > 0 && (only == nil || m != nil) {
+		rows = make([]int32, count)
+		for r := range rows {
+			rows[r] = int32(r)
+		}
 		sort.SliceStable(rows, func(a, b int) bool {
 			ra, rb := rows[a], rows[b]
 			for _, k := range q.Order {
 				it := q.Items[k.Item]
 				if it.Kind == compile.ItemGroup { // labels sort by value, as MySQL does
-					x := ranks[it.Group][cellOf(group(int(kept[ra])), it.Group)]
-					y := ranks[it.Group][cellOf(group(int(kept[rb])), it.Group)]
+					x := ranks[it.Group][cellOf(group(at(ra)), it.Group)]
+					y := ranks[it.Group][cellOf(group(at(rb)), it.Group)]
 					if x != y {
 						return (x < y) != k.Desc
 					}
@@ -180,13 +207,14 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			return false
 		})
 	}
-	if lim := q.Source.Limit; lim != nil && int64(len(rows)) > *lim {
-		rows = rows[:*lim]
+	out := count
+	if lim := q.Source.Limit; lim != nil && int64(out) > *lim {
+		out = int(*lim)
 	}
 	value := func(i int, r int32) Value {
 		it := q.Items[i]
 		if it.Kind == compile.ItemGroup {
-			return labels[it.Group][cellOf(group(int(kept[r])), it.Group)]
+			return labels[it.Group][cellOf(group(at(r)), it.Group)]
 		}
 		x := keys[i][r]
 		switch {
@@ -197,8 +225,9 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		}
 		return Value{Kind: KindFloat, Float: x}
 	}
-	if len(rows) <= smallResult {
-		for _, r := range rows {
+	if out <= smallResult {
+		for j := 0; j < out; j++ {
+			r := row(j)
 			vals := make([]any, q.Visible)
 			for i := range vals {
 				vals[i] = value(i, r).Any()
@@ -207,26 +236,31 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		}
 		return res
 	}
-	t := &table{n: len(rows), cols: make([]tableColumn, q.Visible)}
+	// Large: group columns store nothing per row when the rows are every
+	// group in domain order, else one shared group index per row.
+	var groupOf []int32
+	if rows != nil || kept != nil || groups != nil {
+		groupOf = make([]int32, out)
+		for j := range groupOf {
+			groupOf[j] = int32(group(at(row(j))))
+		}
+	}
+	t := &table{n: out, cols: make([]tableColumn, q.Visible)}
 	for i := range t.cols {
 		c := &t.cols[i]
 		it := q.Items[i]
 		if it.Kind == compile.ItemGroup {
-			c.labels = labels[it.Group]
-			c.cells = make([]uint32, len(rows))
-			for j, r := range rows {
-				c.cells[j] = uint32(cellOf(group(int(kept[r])), it.Group))
-			}
+			c.labels, c.groups, c.stride = labels[it.Group], groupOf, strides[it.Group]
 			continue
 		}
 		c.isInt = res.Columns[i].Type == TypeInt64
-		if len(rows) == len(keys[i]) && !sorted {
-			c.numbers = keys[i] // rows are the kept groups in order: no copy
+		if rows == nil {
+			c.numbers = keys[i][:out:out] // the kept groups in order: no copy
 			continue
 		}
-		c.numbers = make([]float64, len(rows))
-		for j, r := range rows {
-			c.numbers[j] = keys[i][r]
+		c.numbers = make([]float64, out)
+		for j := range c.numbers {
+			c.numbers[j] = keys[i][row(j)]
 		}
 	}
 	res.table = t

@@ -63,18 +63,35 @@ type table struct {
 	cols []tableColumn
 }
 
-// tableColumn holds one column: either cell indexes into labels (group
-// columns, strings) or numbers (NaN for NULL; int columns hold integers).
+// tableColumn holds one column: cell indexes into labels (group columns,
+// strings), or numbers (NaN for NULL; int columns hold integers). A group
+// column of an assembled GROUP BY stores no index per row: row i's cell is
+// (group(i) / stride) % len(labels), group(i) being groups[i], or i itself
+// when groups is nil (every group in domain order).
 type tableColumn struct {
-	labels  []Value  // cells: the value of each index
-	cells   []uint32 // cells: per row
+	labels  []Value  // the value of each cell index
+	cells   []uint32 // the cell index per row, unless computed from groups
+	groups  []int32  // shared by a result's group columns; nil: row i is group i
+	stride  int      // > 0: the cell is computed from the row's group
 	numbers []float64
 	isInt   bool
 }
 
+// cell is row i's index into labels.
+func (c *tableColumn) cell(i int) int {
+	if c.stride == 0 {
+		return int(c.cells[i])
+	}
+	g := i
+	if c.groups != nil {
+		g = int(c.groups[i])
+	}
+	return (g / c.stride) % len(c.labels)
+}
+
 func (c *tableColumn) value(i int) Value {
 	if c.numbers == nil {
-		return c.labels[c.cells[i]]
+		return c.labels[c.cell(i)]
 	}
 	f := c.numbers[i]
 	switch {
@@ -87,7 +104,7 @@ func (c *tableColumn) value(i int) Value {
 }
 
 func (c *tableColumn) bytes() int64 {
-	n := int64(4*len(c.cells) + 8*len(c.numbers) + 48*len(c.labels))
+	n := int64(4*len(c.cells) + 4*len(c.groups) + 8*len(c.numbers) + 48*len(c.labels))
 	for _, l := range c.labels {
 		n += int64(len(l.Str))
 	}
