@@ -155,10 +155,16 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 			w.Columns = append(w.Columns, c)
 		}
 	}
-	if err := CheckCells(t, w.Columns); err != nil {
-		return nil, err
-	}
 	for _, st := range qs {
+		var grouped []*catalog.Column
+		for _, name := range st.Query.GroupBy {
+			if c := t.Column(name); c != nil {
+				grouped = append(grouped, c)
+			}
+		}
+		if err := CheckCells(t, grouped); err != nil {
+			return nil, err
+		}
 		q, err := compileQuery(w, index, st)
 		if err != nil {
 			return nil, err
@@ -168,10 +174,14 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	return w, nil
 }
 
-// CheckCells refuses a batch whose product domain exceeds the table's
-// max_cells, before anything is sized by it (truth tables, groups, plans,
-// histograms, listed domains) and before any charge. The product is public
-// (the catalog's domains), so the refusal says the numbers.
+// CheckCells refuses a set of columns whose product domain exceeds the
+// table's max_cells: a GROUP BY over more groups (or a listed domain over
+// more combinations) than that would size its result, and everything
+// behind it, by the product. It runs before anything is sized by it and
+// before any charge; the product is public (the catalog's domains), so the
+// refusal says the numbers. (A batch's whole product domain may exceed
+// max_cells when its plan is measured in marginal space: the planner
+// bounds the histograms it counts by the same limit.)
 func CheckCells(t *catalog.Table, cols []*catalog.Column) error {
 	limit := t.MaxCells
 	if limit <= 0 {
@@ -186,7 +196,7 @@ func CheckCells(t *catalog.Table, cols []*catalog.Column) error {
 	if cells <= float64(limit) {
 		return nil
 	}
-	return parser.Errorf(parser.CodeDPRefused, "the batch's columns span %s cells (%s), more than table %s allows (max_cells %d); query fewer or coarser columns, or split the batch",
+	return parser.Errorf(parser.CodeDPRefused, "the grouped columns span %s cells (%s), more than the cell limit of table %s (max_cells %d); group by fewer or coarser columns",
 		formatCells(cells), strings.Join(dims, " × "), t.Name, limit)
 }
 

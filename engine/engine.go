@@ -240,7 +240,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)
 	}
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -248,12 +248,15 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
 		return rs, err
 	}
-	plan, err := e.planner.Choose(w, opt)
-	if err != nil {
-		return nil, e.internal("plan", err)
+	if plan == nil {
+		if plan, err = e.planner.Choose(w, opt); err != nil {
+			return nil, e.planError(err)
+		}
 	}
-	// The histogram is built before the charge so a source failure costs nothing.
-	x, err := e.hist.Histogram(ctx, t, w.Columns)
+	// The histograms are built before the charge so a source failure costs
+	// nothing: over the product domain, or for plans measured in marginal
+	// space one per column set.
+	counts, err := exec.Fetch(ctx, plan, e.hist)
 	if err != nil {
 		return nil, e.internal("histogram", err)
 	}
@@ -261,7 +264,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if err != nil {
 		return nil, err
 	}
-	ans, err := exec.Measure(plan, x, noise.NewRand())
+	ans, err := exec.MeasureCounts(plan, counts, noise.NewRand())
 	if err != nil {
 		// Charged but not released: conservative, and logged as such.
 		e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
@@ -290,6 +293,17 @@ func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mecha
 		return entry, e.internal("ledger charge", err)
 	}
 	return entry, nil
+}
+
+// planError reports a planning failure: a batch too large even in
+// marginal space is refused (3900, its message names only public sizes);
+// anything else is internal.
+func (e *Engine) planError(err error) error {
+	var cells *planner.CellsError
+	if errors.As(err, &cells) {
+		return parser.Errorf(parser.CodeDPRefused, "%s", cells.Error())
+	}
+	return e.internal("plan", err)
 }
 
 func (e *Engine) internal(stage string, err error) error {

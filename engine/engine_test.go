@@ -20,7 +20,6 @@ import (
 	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
-	"github.com/dpproxy/dpproxy/planner"
 	"github.com/dpproxy/dpproxy/sources"
 )
 
@@ -197,11 +196,7 @@ func TestAccuracyTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, _, err := f.eng.options(s, tab, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Choose(w, opt)
+	opt, _, p, err := f.eng.options(s, tab, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,7 +642,7 @@ func TestMaxCellsRefusedBeforeWork(t *testing.T) {
 	wide := "SELECT age, education, occupation, sex, hours_per_week, COUNT(*) FROM adult GROUP BY age, education, occupation, sex, hours_per_week"
 	for _, q := range []string{wide, "EXPLAIN " + wide} {
 		_, err := f.eng.Answer(context.Background(), s, []string{q})
-		refusal(t, err, parser.CodeDPRefused, "3282048 cells (age 74 × education 16 × occupation 14 × sex 2 × hours_per_week 99), more than table adult allows (max_cells 1000000)")
+		refusal(t, err, parser.CodeDPRefused, "3282048 cells (age 74 × education 16 × occupation 14 × sex 2 × hours_per_week 99), more than the cell limit of table adult (max_cells 1000000)")
 	}
 	if n := len(f.entries(t)); n != 0 {
 		t.Fatalf("a refused batch charged %d entries", n)

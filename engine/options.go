@@ -54,32 +54,35 @@ func defaultEpsilon(u *catalog.User, t *catalog.Table) float64 {
 
 // options returns the batch's privacy parameters: @dp_max_stderr first (the
 // least ε meeting the target, found from the plan before anything is
-// spent), else @dp_rho on Gaussian tables, else @dp_epsilon, else the
-// user's or the table's default; all capped by the per-query maximum.
-func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, error) {
+// spent; the plan is returned too, and must be the one measured), else
+// @dp_rho on Gaussian tables, else @dp_epsilon, else the user's or the
+// table's default; all capped by the per-query maximum.
+func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, *planner.Plan, error) {
 	u := e.cat.User(s.User)
 	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	rho, hasRho, err := sessionFloat(s, VarRho)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	eps, hasEps, err := sessionFloat(s, VarEpsilon)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	if !hasEps {
 		eps = defaultEpsilon(u, t)
 	}
 	var opt planner.Options
+	var plan *planner.Plan
 	switch {
 	case hasTarget:
-		opt, err = e.forTarget(t, w, target)
+		plan, err = e.forTarget(t, w, target)
 		if err != nil {
-			return planner.Options{}, budget.Cost{}, err
+			return planner.Options{}, budget.Cost{}, nil, err
 		}
+		opt = plan.Options
 	case t.Noise == catalog.Gaussian && hasRho:
 		opt = planner.Options{Noise: catalog.Gaussian, Rho: rho}
 	case t.Noise == catalog.Gaussian:
@@ -87,6 +90,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	default:
 		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
 	}
+	opt.MaxCells = float64(t.MaxCells) // the catalog's bound on the histograms a plan counts
 	cost := budget.Cost{Epsilon: opt.Epsilon, Rho: opt.Rho}
 	spend := budget.EpsilonFor(cost, t.Budget.Delta)
 	if m := maxEpsilon(u, t); m > 0 && spend > m*(1+1e-9) {
@@ -99,65 +103,22 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 		default:
 			how += ","
 		}
-		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "%s exceeds the per-query maximum ε = %g on table %s; lower it (SET @dp_epsilon = ...)", how, m, t.Name)
+		return planner.Options{}, budget.Cost{}, nil, parser.Errorf(parser.CodeDPRefused, "%s exceeds the per-query maximum ε = %g on table %s; lower it (SET @dp_epsilon = ...)", how, m, t.Name)
 	}
-	return opt, cost, nil
+	return opt, cost, plan, nil
 }
 
-// forTarget finds the least ε (ρ) such that every measured answer's
-// expected standard error is at most target. Laplace error scales as 1/ε and
-// Gaussian as 1/√ρ up to the discreteness of the noise, so one rescaling
-// lands next to the answer; a few steps up make the bound hold exactly.
-func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (planner.Options, error) {
-	opt := planner.Options{Noise: t.Noise, Epsilon: 1, Rho: 1}
-	worst := func(o planner.Options) (float64, error) {
-		p, err := e.planner.Choose(w, o)
-		if err != nil {
-			return 0, err
-		}
-		return maxStderr(p), nil
-	}
-	sd, err := worst(opt)
+// forTarget plans for the accuracy target: the strategy that minimises
+// the largest per-answer variance and the least ε (ρ) at which every
+// measured answer's expected standard error is at most target
+// (planner.ForTarget).
+func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
+	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells)}, target)
 	if err != nil {
-		return opt, e.internal("plan", err)
+		return nil, e.planError(err)
 	}
-	if sd == 0 {
-		return opt, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
+	if p.MaxVariance == 0 {
+		return nil, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
 	}
-	for i := 0; i < 20 && (i == 0 || sd > target); i++ {
-		ratio := sd / target * (1 + 1e-9)
-		if t.Noise == catalog.Gaussian {
-			opt.Rho *= ratio * ratio
-		} else {
-			opt.Epsilon *= ratio
-		}
-		if sd, err = worst(opt); err != nil {
-			return opt, e.internal("plan", err)
-		}
-	}
-	if sd > target {
-		return opt, e.internal("accuracy target", fmt.Errorf("no ε reached stderr %g (last %g)", target, sd))
-	}
-	if t.Noise == catalog.Gaussian {
-		opt.Epsilon = 0
-	} else {
-		opt.Rho = 0
-	}
-	return opt, nil
-}
-
-// maxStderr is the largest expected standard error over every measured answer.
-func maxStderr(p *planner.Plan) float64 {
-	w := p.Workload
-	worst := 0.0
-	for q, qu := range w.Queries {
-		group := make([]int, len(qu.GroupCols))
-		for a := range qu.Aggregates {
-			for g := 0; g < qu.Groups(w); g++ {
-				qu.GroupCells(w, g, group)
-				worst = math.Max(worst, p.Variance(q, a, group))
-			}
-		}
-	}
-	return math.Sqrt(worst)
+	return p, nil
 }

@@ -519,7 +519,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	if err != nil {
 		return nil, err
 	}
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -528,10 +528,12 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
 			return nil, err
 		}
+		plan = nil
 	}
-	plan, err := e.planner.Choose(w, opt)
-	if err != nil {
-		return nil, e.internal("plan", err)
+	if plan == nil {
+		if plan, err = e.planner.Choose(w, opt); err != nil {
+			return nil, e.planError(err)
+		}
 	}
 	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
@@ -544,7 +546,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
 	}
 	add("columns", strings.Join(dom, " × "))
-	add("cells", fmt.Sprint(w.Cells()))
+	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	add("noise", string(opt.Noise))
 	if opt.Noise == catalog.Gaussian {
 		add("rho", fmt.Sprintf("%g", opt.Rho))
@@ -565,8 +567,30 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
-	if obj := plan.Objective(); math.Abs(obj-plan.TotalSquaredError()) > 1e-9*obj {
-		add("objective minimised", fmt.Sprintf("%.6g (each AVG's COUNT weighted by its midpoint², as the AVG's error is)", obj))
+	if plan.Tables != nil {
+		var ts []string
+		for _, cols := range plan.Tables {
+			var names []string
+			for _, j := range cols {
+				names = append(names, w.Columns[j].Name)
+			}
+			ts = append(ts, "("+strings.Join(names, ", ")+")")
+		}
+		add("histograms", "one per column set, each over its own columns: "+strings.Join(ts, " "))
+	}
+	answers := 0
+	for _, qu := range w.Queries {
+		for _, it := range qu.Items[:qu.Visible] {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+				answers++
+			}
+		}
+	}
+	switch {
+	case plan.Options.Objective == planner.ObjectiveMaxVariance:
+		add("objective minimised", fmt.Sprintf("largest variance of one answer, %.6g (the accuracy target's)", plan.MaxVariance))
+	case answers > 1:
+		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))

@@ -64,7 +64,7 @@ const epsilonGrid = 1 << 20
 // values, by the table's topk_selection_share. It returns the measurement's
 // options, the total cost, and the selection's ε.
 func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, _, err := e.options(s, t, w)
 	if err != nil {
 		return opt, cost, 0, err
 	}

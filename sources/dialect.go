@@ -57,7 +57,7 @@ type pushdown struct {
 
 // from is the row source: the table itself. This is the hook where a
 // per-table row filter or a contribution-bounding subquery goes.
-func (q *pushdown) from() string { return table(q.d, q.t.SourceTable) }
+func (q *pushdown) from() string { return table(q.d, sourceTable(q.t)) }
 
 func (q *pushdown) bind(v any) string {
 	q.args = append(q.args, v)

@@ -316,7 +316,16 @@ func (s *Set) run(ctx context.Context, src *source, t *catalog.Table, cols []*ca
 // and its table in the source (two catalog tables over different source
 // tables never share histograms).
 func tableKey(t *catalog.Table) string {
-	return t.Name + "\x00" + t.Source + "\x00" + t.SourceTable
+	return t.Name + "\x00" + t.Source + "\x00" + sourceTable(t)
+}
+
+// sourceTable is t's table in the source: source_table, by default the
+// table's own name.
+func sourceTable(t *catalog.Table) string {
+	if t.SourceTable == "" {
+		return t.Name
+	}
+	return t.SourceTable
 }
 
 // columnKeys holds each column's whole definition (domain, bins, policies),

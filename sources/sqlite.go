@@ -116,7 +116,7 @@ func (s *sqliteSource) count(ctx context.Context, t *catalog.Table, cols []*cata
 	defer tx.Rollback()
 	if len(cols) == 0 {
 		var n int64
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sqliteTable(t.SourceTable)).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sqliteTable(sourceTable(t))).Scan(&n); err != nil {
 			return err
 		}
 		counts[0] = float64(n)
@@ -146,7 +146,7 @@ func (s *sqliteSource) count(ctx context.Context, t *catalog.Table, cols []*cata
 // schema, in a rollback-journal UTF-8 database, whose binned columns are
 // stored in its records. It returns nil to use SQL.
 func (s *sqliteSource) plan(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column) (*fileScan, uint32, error) {
-	schema, name := splitTable(t.SourceTable)
+	schema, name := splitTable(sourceTable(t))
 	var typ, ddl string
 	var root int64
 	err := tx.QueryRowContext(ctx, "SELECT type, rootpage, COALESCE(sql, '') FROM sqlite_schema WHERE name = ? COLLATE NOCASE", name).Scan(&typ, &root, &ddl)
@@ -299,7 +299,7 @@ func (s *sqliteSource) aggregate(ctx context.Context, tx *sql.Tx, t *catalog.Tab
 	for j, c := range cols {
 		names[j] = sqliteIdent(c.Name)
 	}
-	q := fmt.Sprintf("SELECT dpproxy_histogram(?, %s) FROM %s", strings.Join(names, ", "), sqliteTable(t.SourceTable))
+	q := fmt.Sprintf("SELECT dpproxy_histogram(?, %s) FROM %s", strings.Join(names, ", "), sqliteTable(sourceTable(t)))
 	var blob []byte
 	if err := tx.QueryRowContext(ctx, q, string(spec)).Scan(&blob); err != nil {
 		return err
