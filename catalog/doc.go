@@ -30,8 +30,14 @@
 // digit. Two names that differ only in case are duplicates. User names are
 // kept as written (MySQL user names are case-sensitive).
 //
-// Sources: driver (required; sqlite is the only driver so far) and path
-// (required; relative paths are relative to the data directory).
+// Sources: driver (required): sqlite with path (required; relative paths
+// are relative to the data directory), or postgres / mysql with exactly one
+// of dsn (the connection string; its value never appears in an error) and
+// dsn_env (the environment variable holding it). Optional: max_connections
+// (1–1000, the pool and the number of concurrent histogram builds),
+// version_query (a query whose value changes with the data) and cache_ttl
+// (a duration such as 30s: how long a histogram is reused before the version
+// is asked again; postgres and mysql only).
 //
 // Tables:
 //   - source: a declared source; may be left out when exactly one is declared.
@@ -46,6 +52,8 @@
 //     default_per_query ≤ max_per_query ≤ per_user ≤ total. delta is
 //     required, in (0, 1), for gaussian tables and refused for laplace ones.
 //   - columns: at least one, in the order clients will see them.
+//   - max_cells: the largest product domain one batch may span
+//     (DefaultMaxCells unless set; ≥ 1).
 //
 // Columns, by type:
 //   - integer: min and max (integers, min ≤ max, inclusive) and width (≥ 1,
@@ -53,8 +61,8 @@
 //     last one ending at max.
 //   - numeric: edges, at least 2 numbers, strictly increasing: bins
 //     [e0, e1), [e1, e2), ..., [e(k-1), ek].
-//   - categorical: values, a non-empty list of distinct values (compared as
-//     text, case-sensitively).
+//   - categorical: values, a non-empty list of distinct values. Stored data
+//     matches a value when its text is equal byte for byte (see binning.go).
 //
 // Each column also says where NULLs and values outside its domain go:
 //   - null: drop (the default: the row does not count in this column's
@@ -66,6 +74,11 @@
 //     be called).
 //
 // A column may declare at most MaxColumnCells cells.
+//
+// Cache (optional): histograms, answers and plans, each a size in bytes
+// (a number, or with a unit: 512MiB, 1GiB, 100MB) bounding that in-memory
+// cache; defaults DefaultHistogramCacheBytes, DefaultAnswerCacheBytes,
+// DefaultPlanCacheBytes.
 //
 // Users: role (analyst or auditor, required) and exactly one of password
 // (plain text, for demos; hashed on load) or password_hash (the

@@ -207,12 +207,12 @@ func TestParseErrors(t *testing.T) {
 		{"source_table", edit("source_table: raw_orders", "source_table: raw orders"),
 			`catalog.yaml:7: tables.orders.source_table: invalid table name "raw orders": use letters, digits and underscores, optionally qualified as schema.table`},
 		{"driver", edit("driver: sqlite", "driver: oracle"),
-			`catalog.yaml:3: sources.main.driver: must be sqlite (got "oracle")`},
+			`catalog.yaml:3: sources.main.driver: must be one of sqlite, postgres, mysql (got "oracle")`},
 		{"source path missing", edit("{driver: sqlite, path: shop.sqlite}", "{driver: sqlite}"),
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
@@ -225,7 +225,7 @@ func TestParseErrors(t *testing.T) {
 		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
 			"catalog.yaml:1: tables: at least one table is required"},
 		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
-			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin, server)\n" +
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin, server, cache)\n" +
 				"catalog.yaml:1: database: required"},
 		{"role", edit("role: analyst", "role: admin"),
 			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},

@@ -156,6 +156,15 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		}
 	}
 	for _, st := range qs {
+		var grouped []*catalog.Column
+		for _, name := range st.Query.GroupBy {
+			if c := t.Column(name); c != nil {
+				grouped = append(grouped, c)
+			}
+		}
+		if err := CheckCells(t, grouped); err != nil {
+			return nil, err
+		}
 		q, err := compileQuery(w, index, st)
 		if err != nil {
 			return nil, err
@@ -163,6 +172,41 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		w.Queries = append(w.Queries, q)
 	}
 	return w, nil
+}
+
+// CheckCells refuses a set of columns whose product domain exceeds the
+// table's max_cells: a GROUP BY over more groups (or a listed domain over
+// more combinations) than that would size its result, and everything
+// behind it, by the product. It runs before anything is sized by it and
+// before any charge; the product is public (the catalog's domains), so the
+// refusal says the numbers. (A batch's whole product domain may exceed
+// max_cells when its plan is measured in marginal space: the planner
+// bounds the histograms it counts by the same limit.)
+func CheckCells(t *catalog.Table, cols []*catalog.Column) error {
+	limit := t.MaxCells
+	if limit <= 0 {
+		limit = catalog.DefaultMaxCells
+	}
+	cells := 1.0
+	var dims []string
+	for _, c := range cols {
+		cells *= float64(c.Size())
+		dims = append(dims, fmt.Sprintf("%s %d", c.Name, c.Size()))
+	}
+	if cells <= float64(limit) {
+		return nil
+	}
+	return parser.Errorf(parser.CodeDPRefused, "the grouped columns span %s cells (%s), more than the cell limit of table %s (max_cells %d); group by fewer or coarser columns",
+		formatCells(cells), strings.Join(dims, " × "), t.Name, limit)
+}
+
+// formatCells writes a cell count exactly when it fits an integer, else in
+// scientific notation.
+func formatCells(x float64) string {
+	if x < 1e18 {
+		return strconv.FormatInt(int64(x), 10)
+	}
+	return strconv.FormatFloat(x, 'e', 3, 64)
 }
 
 func collectColumns(t *catalog.Table, q *parser.Query, used map[string]bool) error {

@@ -18,11 +18,18 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
+// Counter builds a table's histogram over the product domain of some of its
+// columns (row-major, last column fastest; package sources). The engine
+// only reads the slice.
+type Counter interface {
+	Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.Column) ([]float64, error)
+}
+
 // Config wires an Engine.
 type Config struct {
 	Catalog    *catalog.Catalog
 	Ledger     *budget.Ledger
-	Histograms *exec.Histograms
+	Histograms Counter
 	Logger     *slog.Logger
 	// Answers persists released answers for reuse across restarts and
 	// processes; nil keeps them in memory only.
@@ -33,7 +40,7 @@ type Config struct {
 type Engine struct {
 	cat    *catalog.Catalog
 	ledger *budget.Ledger
-	hist   *exec.Histograms
+	hist   Counter
 	log    *slog.Logger
 
 	stored *answerStore // released answers, re-released for free on an identical batch
@@ -49,7 +56,9 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, log), planner: planner.New()}
+	pl := planner.New()
+	pl.MaxBytes = cfg.Catalog.Cache.PlanBytes()
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -180,12 +189,10 @@ func selectLimit(s *Session, st *parser.Statement, r *Result) *Result {
 		return r
 	}
 	n, ok := s.SelectLimit()
-	if !ok || uint64(len(r.Rows)) <= n {
+	if !ok || uint64(r.Len()) <= n {
 		return r
 	}
-	cp := *r
-	cp.Rows = r.Rows[:n:n]
-	return &cp
+	return r.limited(int(n))
 }
 
 func toFloat(v any) (float64, bool) {

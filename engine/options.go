@@ -90,6 +90,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	default:
 		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
 	}
+	opt.MaxCells = float64(t.MaxCells) // the catalog's bound on the histograms a plan counts
 	cost := budget.Cost{Epsilon: opt.Epsilon, Rho: opt.Rho}
 	spend := budget.EpsilonFor(cost, t.Budget.Delta)
 	if m := maxEpsilon(u, t); m > 0 && spend > m*(1+1e-9) {
@@ -112,7 +113,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 // measured answer's expected standard error is at most target
 // (planner.ForTarget).
 func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
-	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance}, target)
+	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells)}, target)
 	if err != nil {
 		return nil, e.planError(err)
 	}

@@ -62,17 +62,15 @@ func measuredFrom(p *planner.Plan, ans *exec.Answers, q int) *measured {
 	return m
 }
 
-type row struct {
-	group  int
-	cells  []int     // the group's cell per group column: ORDER BY a group column sorts by the declared order
-	values []any     // visible and hidden items
-	keys   []float64 // numeric value per item for HAVING/ORDER (NaN for labels)
-}
-
 // assemble turns noisy aggregates into rows: labels per group, rounding
 // counts, ratios, error bars, then HAVING, ORDER BY and LIMIT, all
 // post-processing on noisy values. only, if not nil, lists the groups to
 // show in that order (a top-k selection); m is nil when nothing was measured.
+//
+// It works by column: one float64 per group and item (the value HAVING and
+// ORDER BY see, which is also the value shown), group labels as cell
+// indexes, so a million groups never become a million boxed rows; results
+// above smallResult rows stay that way (see table).
 func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *Result {
 	res := &Result{}
 	for _, it := range q.Items[:q.Visible] {
@@ -85,53 +83,123 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		}
 		res.Columns = append(res.Columns, col)
 	}
-	cells := make([][]catalog.Cell, len(q.GroupCols))
-	for i, j := range q.GroupCols {
-		cells[i] = w.Columns[j].Cells()
+	// Each group column's labels, and their rank in MySQL's ORDER BY order.
+	labels := make([][]Value, len(q.GroupCols))
+	ranks := make([][]int, len(q.GroupCols))
+	strides := make([]int, len(q.GroupCols))
+	stride := 1
+	for i := len(q.GroupCols) - 1; i >= 0; i-- {
+		c := w.Columns[q.GroupCols[i]]
+		cells := c.Cells()
+		labels[i] = make([]Value, len(cells))
+		order := make([]int, len(cells))
+		for k, cell := range cells {
+			labels[i][k] = valueOf(cellValue(c, cell))
+			order[k] = k
+		}
+		sort.SliceStable(order, func(a, b int) bool {
+			return compareLabels(labels[i][order[a]].Any(), labels[i][order[b]].Any()) < 0
+		})
+		ranks[i] = make([]int, len(cells))
+		for r, k := range order {
+			ranks[i][k] = r
+		}
+		strides[i] = stride
+		stride *= len(cells)
 	}
+	cellOf := func(g, i int) int { return (g / strides[i]) % len(labels[i]) }
+
 	groups := only
+	n := len(only)
 	if groups == nil {
-		for g := 0; g < q.Groups(w); g++ {
-			groups = append(groups, g)
+		n = q.Groups(w)
+	}
+	group := func(p int) int {
+		if groups == nil {
+			return p
+		}
+		return groups[p]
+	}
+	keys := make([][]float64, len(q.Items)) // per item, per kept group
+	for i, it := range q.Items {
+		if it.Kind != compile.ItemGroup {
+			keys[i] = make([]float64, 0, n)
 		}
 	}
 	idx := make([]int, len(q.GroupCols))
-	var rows []row
-	for _, g := range groups {
+	rowKeys := make([]float64, len(q.Items))
+	// kept lists the groups (positions in 0..n) that pass HAVING; nil while
+	// every one so far has.
+	var kept []int32
+	for p := 0; p < n; p++ {
+		g := group(p)
 		q.GroupCells(w, g, idx)
-		r := row{group: g, cells: append([]int(nil), idx...)}
-		for _, it := range q.Items {
-			v, key := itemValue(w, q, it, idx, cells, g, m)
-			r.values = append(r.values, v)
-			r.keys = append(r.keys, key)
+		for i, it := range q.Items {
+			rowKeys[i] = itemKey(q, it, g, m)
 		}
 		// Arithmetic over items, once every item it uses has its value.
 		for i, it := range q.Items {
 			if it.Kind == compile.ItemExpr && m != nil {
-				x := evalExpr(it.Expr, r.keys)
-				r.keys[i] = x
-				if !math.IsNaN(x) && !math.IsInf(x, 0) {
-					r.values[i] = x
-				}
+				rowKeys[i] = evalExpr(it.Expr, rowKeys)
 			}
 		}
-		if q.Having != nil && !holds(q.Having, r.keys) {
+		if q.Having != nil && !holds(q.Having, rowKeys) {
+			if kept == nil {
+				kept = make([]int32, p, n)
+				for k := range kept {
+					kept[k] = int32(k)
+				}
+			}
 			continue
 		}
-		rows = append(rows, r)
+		for i := range q.Items {
+			if keys[i] != nil {
+				keys[i] = append(keys[i], rowKeys[i])
+			}
+		}
+		if kept != nil {
+			kept = append(kept, int32(p))
+		}
+	}
+	count := n
+	if kept != nil {
+		count = len(kept)
+	}
+	at := func(r int32) int { // the group position of kept row r
+		if kept == nil {
+			return int(r)
+		}
+		return int(kept[r])
+	}
+	// rows are positions into the kept groups, in output order; nil while
+	// that is 0..count-1.
+	var rows []int32
+	row := func(j int) int32 {
+		if rows == nil {
+			return int32(j)
+		}
+		return rows[j]
 	}
 	// A top-k selection without measured values keeps the mechanism's order;
 	// otherwise ORDER BY sorts on the noisy values (post-processing).
 	if len(q.Order) > 0 && (only == nil || m != nil) {
+		rows = make([]int32, count)
+		for r := range rows {
+			rows[r] = int32(r)
+		}
 		sort.SliceStable(rows, func(a, b int) bool {
+			ra, rb := rows[a], rows[b]
 			for _, k := range q.Order {
-				if q.Items[k.Item].Kind == compile.ItemGroup { // labels sort by value, as MySQL does
-					if c := compareLabels(rows[a].values[k.Item], rows[b].values[k.Item]); c != 0 {
-						return (c < 0) != k.Desc
+				it := q.Items[k.Item]
+				if it.Kind == compile.ItemGroup { // labels sort by value, as MySQL does
+					x := ranks[it.Group][cellOf(group(at(ra)), it.Group)]
+					y := ranks[it.Group][cellOf(group(at(rb)), it.Group)]
+					if x != y {
+						return (x < y) != k.Desc
 					}
 					continue
 				}
-				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
+				x, y := keys[k.Item][ra], keys[k.Item][rb]
 				if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
 					return (x < y || math.IsNaN(x)) != k.Desc // NULL first ascending, as in MySQL
 				}
@@ -139,22 +207,72 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			return false
 		})
 	}
-	if lim := q.Source.Limit; lim != nil && int64(len(rows)) > *lim {
-		rows = rows[:*lim]
+	out := count
+	if lim := q.Source.Limit; lim != nil && int64(out) > *lim {
+		out = int(*lim)
 	}
-	for _, r := range rows {
-		res.Rows = append(res.Rows, r.values[:q.Visible])
+	value := func(i int, r int32) Value {
+		it := q.Items[i]
+		if it.Kind == compile.ItemGroup {
+			return labels[it.Group][cellOf(group(at(r)), it.Group)]
+		}
+		x := keys[i][r]
+		switch {
+		case math.IsNaN(x) || math.IsInf(x, 0):
+			return Value{}
+		case res.Columns[i].Type == TypeInt64:
+			return Value{Kind: KindInt, Int: int64(x)}
+		}
+		return Value{Kind: KindFloat, Float: x}
 	}
+	if out <= smallResult {
+		for j := 0; j < out; j++ {
+			r := row(j)
+			vals := make([]any, q.Visible)
+			for i := range vals {
+				vals[i] = value(i, r).Any()
+			}
+			res.Rows = append(res.Rows, vals)
+		}
+		return res
+	}
+	// Large: group columns store nothing per row when the rows are every
+	// group in domain order, else one shared group index per row.
+	var groupOf []int32
+	if rows != nil || kept != nil || groups != nil {
+		groupOf = make([]int32, out)
+		for j := range groupOf {
+			groupOf[j] = int32(group(at(row(j))))
+		}
+	}
+	t := &table{n: out, cols: make([]tableColumn, q.Visible)}
+	for i := range t.cols {
+		c := &t.cols[i]
+		it := q.Items[i]
+		if it.Kind == compile.ItemGroup {
+			c.labels, c.groups, c.stride = labels[it.Group], groupOf, strides[it.Group]
+			continue
+		}
+		c.isInt = res.Columns[i].Type == TypeInt64
+		if rows == nil {
+			c.numbers = keys[i][:out:out] // the kept groups in order: no copy
+			continue
+		}
+		c.numbers = make([]float64, out)
+		for j := range c.numbers {
+			c.numbers[j] = keys[i][row(j)]
+		}
+	}
+	res.table = t
 	return res
 }
 
-func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int, cells [][]catalog.Cell, g int, m *measured) (any, float64) {
-	if it.Kind == compile.ItemGroup {
-		c := w.Columns[q.GroupCols[it.Group]]
-		return cellValue(c, cells[it.Group][idx[it.Group]]), math.NaN()
-	}
-	if m == nil || it.Kind == compile.ItemExpr {
-		return nil, math.NaN()
+// itemKey is an item's value in group g as shown and as HAVING and ORDER BY
+// see it (NaN for labels and NULLs): counts rounded and clamped at zero,
+// SUM and AVG to four decimals.
+func itemKey(q *compile.Query, it compile.Item, g int, m *measured) float64 {
+	if it.Kind == compile.ItemGroup || m == nil || it.Kind == compile.ItemExpr {
+		return math.NaN()
 	}
 	if it.Kind == compile.ItemRatio {
 		num, den := m.vals[it.Agg][g], m.vals[it.Den][g]
@@ -175,27 +293,23 @@ func itemValue(w *compile.Workload, q *compile.Query, it compile.Item, idx []int
 	return bar(it.Bar, v, sd, v-h, v+h, it.IsCount)
 }
 
-func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) (any, float64) {
+func bar(b parser.ErrorBar, v, sd, lo, hi float64, isCount bool) float64 {
 	switch b {
 	case parser.BarStderr:
-		return sd, sd
+		return sd
 	case parser.BarCILow:
-		lo = round4(lo)
-		return lo, lo
+		return round4(lo)
 	case parser.BarCIHigh:
-		hi = round4(hi)
-		return hi, hi
+		return round4(hi)
 	}
 	if isCount {
-		c := math.Max(0, math.Round(v))
-		return int64(c), c
+		return math.Max(0, math.Round(v))
 	}
 	// SUM and AVG are shown to four decimals, as MySQL shows an AVG
 	// (div_precision_increment): digits below the noise mean nothing, and
 	// least squares leaves float dust such as 602076.9999999997.
 	// Post-processing, free. Interval bounds likewise.
-	r := round4(v)
-	return r, r
+	return round4(v)
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
@@ -350,6 +464,9 @@ func domainList(t *catalog.Table, q *parser.Query) (*Result, error) {
 		}
 		cols = append(cols, c)
 		res.Columns = append(res.Columns, Column{Name: it.Alias, Type: columnType(c)})
+	}
+	if err := compile.CheckCells(t, cols); err != nil {
+		return nil, err
 	}
 	var rec func(i int, prefix []any)
 	rec = func(i int, prefix []any) {

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,10 +15,6 @@ import (
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
-
-// maxStored bounds the answers kept in memory for reuse; the oldest go
-// first (a persistent backend keeps them all).
-const maxStored = 10000
 
 // AnswerBackend persists released answers beyond one process's memory
 // (see package answers): a repeat after a restart, or in another process
@@ -35,30 +31,46 @@ type AnswerBackend interface {
 // post-processing. Dashboards refreshing and BI tools syncing then cost
 // nothing after the first time. Stored answers are not invalidated when
 // the data changes: a repeat shows the answer as first released.
+//
+// In memory the store is bounded in bytes (the catalog's cache.answers),
+// least recently used first; the backend keeps every answer.
 type answerStore struct {
 	mu      sync.Mutex
-	byKey   map[string][]*Result
-	order   []string
+	limit   int64
+	used    int64
+	order   *list.List // front: most recently used; values *storedAnswer
+	byKey   map[string]*list.Element
 	backend AnswerBackend // nil: memory only
 	log     *slog.Logger
 }
 
-func newAnswerStore(backend AnswerBackend, log *slog.Logger) *answerStore {
-	return &answerStore{byKey: map[string][]*Result{}, backend: backend, log: log}
+type storedAnswer struct {
+	key     string
+	results []*Result
+	bytes   int64
+}
+
+func newAnswerStore(backend AnswerBackend, limit int64, log *slog.Logger) *answerStore {
+	return &answerStore{limit: limit, order: list.New(), byKey: map[string]*list.Element{}, backend: backend, log: log}
 }
 
 func (a *answerStore) get(ctx context.Context, key string) ([]*Result, bool, error) {
 	a.mu.Lock()
-	r, ok := a.byKey[key]
+	if el, ok := a.byKey[key]; ok {
+		a.order.MoveToFront(el)
+		r := el.Value.(*storedAnswer).results
+		a.mu.Unlock()
+		return r, true, nil
+	}
 	a.mu.Unlock()
-	if ok || a.backend == nil {
-		return r, ok, nil
+	if a.backend == nil {
+		return nil, false, nil
 	}
 	b, ok, err := a.backend.Get(ctx, key)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	r, err = decodeResults(b)
+	r, err := decodeResults(b)
 	if err != nil {
 		// Undecodable (another version's encoding, or damage): measure
 		// anew, which costs budget but releases nothing wrong.
@@ -85,87 +97,24 @@ func (a *answerStore) put(ctx context.Context, key string, rs []*Result) {
 }
 
 func (a *answerStore) remember(key string, rs []*Result) {
+	var n int64 = 128 + int64(len(key))
+	for _, r := range rs {
+		n += r.bytes()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.byKey[key]; ok {
-		return
+	if _, ok := a.byKey[key]; ok || n > a.limit {
+		return // the first answer stays; one larger than the bound lives on disk only
 	}
-	if len(a.order) >= maxStored {
-		delete(a.byKey, a.order[0])
-		a.order = a.order[1:]
+	a.byKey[key] = a.order.PushFront(&storedAnswer{key: key, results: rs, bytes: n})
+	a.used += n
+	for a.used > a.limit {
+		old := a.order.Back()
+		sa := old.Value.(*storedAnswer)
+		a.order.Remove(old)
+		delete(a.byKey, sa.key)
+		a.used -= sa.bytes
 	}
-	a.byKey[key] = rs
-	a.order = append(a.order, key)
-}
-
-// storedValue is one row value with its Go type kept: int64, float64,
-// string, or NULL (a nil *storedValue).
-type storedValue struct {
-	I *int64   `json:"i,omitempty"`
-	F *float64 `json:"f,omitempty"`
-	S *string  `json:"s,omitempty"`
-}
-
-type storedResult struct {
-	Columns []Column         `json:"columns"`
-	Rows    [][]*storedValue `json:"rows"`
-}
-
-// encodeResults encodes result sets for the backend. Values JSON cannot
-// hold exactly (NaN, ±Inf) make it fail: such answers stay in memory only.
-func encodeResults(rs []*Result) ([]byte, error) {
-	out := make([]storedResult, len(rs))
-	for i, r := range rs {
-		out[i].Columns = r.Columns
-		for _, row := range r.Rows {
-			enc := make([]*storedValue, len(row))
-			for c, v := range row {
-				switch v := v.(type) {
-				case nil:
-				case int64:
-					enc[c] = &storedValue{I: &v}
-				case float64:
-					enc[c] = &storedValue{F: &v}
-				case string:
-					enc[c] = &storedValue{S: &v}
-				default:
-					return nil, fmt.Errorf("engine: cannot store a %T result value", v)
-				}
-			}
-			out[i].Rows = append(out[i].Rows, enc)
-		}
-	}
-	return json.Marshal(out)
-}
-
-func decodeResults(b []byte) ([]*Result, error) {
-	var in []storedResult
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, fmt.Errorf("decode stored answer: %w", err)
-	}
-	out := make([]*Result, len(in))
-	for i, r := range in {
-		res := &Result{Columns: r.Columns}
-		for _, row := range r.Rows {
-			vals := make([]any, len(row))
-			for c, v := range row {
-				switch {
-				case v == nil:
-				case v.I != nil:
-					vals[c] = *v.I
-				case v.F != nil:
-					vals[c] = *v.F
-				case v.S != nil:
-					vals[c] = *v.S
-				default:
-					return nil, fmt.Errorf("decode stored answer: an empty value")
-				}
-			}
-			res.Rows = append(res.Rows, vals)
-		}
-		out[i] = res
-	}
-	return out, nil
 }
 
 // reuseKey identifies a batch by its parsed queries — so comments, case,
@@ -309,7 +258,7 @@ func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []
 	}
 	out := make([]*Result, len(stored))
 	for i, r := range stored {
-		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows}
+		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows, table: r.table}
 		for c := range cp.Columns {
 			if c < len(sts[i].Query.Select) {
 				cp.Columns[c].Name = sts[i].Query.Select[c].Alias

@@ -21,7 +21,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/engine"
-	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // Fuzz targets for the wire front. Each fuzzing process starts one real
@@ -108,7 +108,7 @@ func startFuzzFront() (*fuzzFront, error) {
 		return fail(err)
 	}
 	closers = append(closers, func() { store.Close() })
-	hist, err := exec.Open(ctx, cat, dir)
+	hist, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 	if err != nil {
 		return fail(err)
 	}

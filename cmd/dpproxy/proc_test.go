@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr))
 	}
 	code := m.Run()
+	pgServer.Stop()
+	mariaServer.Stop()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
