@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -26,9 +27,15 @@ type Planner struct {
 	columns map[string]*columnEntry
 	colFIFO []string
 	plans   map[string]*Plan
-	planFIO []string
+	planFIFO []string
 	noCache bool
+	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
+	optimiser func(Gram, catalog.NoiseFamily, time.Time) (*colOpt, optInfo, error)
 }
+
+// errOptimiserPanicked is what requests waiting on a column get when the
+// optimiser computing it panicked.
+var errOptimiserPanicked = errors.New("planner: the strategy optimiser failed")
 
 // DefaultBudget is the optimisation budget of a Planner with Budget unset.
 const DefaultBudget = 300 * time.Millisecond
@@ -92,15 +99,29 @@ func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time
 		pl.colFIFO = pl.colFIFO[1:]
 	}
 	pl.mu.Unlock()
-	e.opt, e.extra, e.err = runOptimiser(g, fam, deadline)
-	close(e.ready)
-	if e.err != nil {
-		pl.mu.Lock()
-		if pl.columns[key] == e {
-			delete(pl.columns, key)
+	// Waiters block on e.ready: release them however the optimiser ends.
+	// A panic reaches this caller; the waiters see an error, and the entry
+	// is dropped so that a later request runs the optimiser again.
+	returned := false
+	defer func() {
+		if !returned {
+			e.opt, e.err = nil, errOptimiserPanicked
 		}
-		pl.mu.Unlock()
+		close(e.ready)
+		if e.err != nil {
+			pl.mu.Lock()
+			if pl.columns[key] == e {
+				delete(pl.columns, key)
+			}
+			pl.mu.Unlock()
+		}
+	}()
+	run := runOptimiser
+	if pl.optimiser != nil {
+		run = pl.optimiser
 	}
+	e.opt, e.extra, e.err = run(g, fam, deadline)
+	returned = true
 	return e.opt, e.extra, e.err
 }
 
@@ -147,10 +168,10 @@ func (pl *Planner) storePlan(key string, p *Plan) {
 		pl.plans = map[string]*Plan{}
 	}
 	if _, ok := pl.plans[key]; !ok {
-		pl.planFIO = append(pl.planFIO, key)
-		if len(pl.planFIO) > pl.maxEntries() {
-			delete(pl.plans, pl.planFIO[0])
-			pl.planFIO = pl.planFIO[1:]
+		pl.planFIFO = append(pl.planFIFO, key)
+		if len(pl.planFIFO) > pl.maxEntries() {
+			delete(pl.plans, pl.planFIFO[0])
+			pl.planFIFO = pl.planFIFO[1:]
 		}
 	}
 	cp := *p
