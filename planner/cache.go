@@ -23,12 +23,12 @@ type Planner struct {
 	// Zero means 256.
 	MaxEntries int
 
-	mu      sync.Mutex
-	columns map[string]*columnEntry
-	colFIFO []string
-	plans   map[string]*Plan
+	mu       sync.Mutex
+	columns  map[string]*columnEntry
+	colFIFO  []string
+	plans    map[string]*Plan
 	planFIFO []string
-	noCache bool
+	noCache  bool
 	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
 	optimiser func(Gram, catalog.NoiseFamily, time.Time) (*colOpt, optInfo, error)
 }
