@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -197,8 +198,8 @@ func toFloat(v any) (float64, bool) {
 	case int:
 		return float64(v), true
 	case string:
-		var f float64
-		_, err := fmt.Sscan(v, &f)
+		// The whole text must be a number: "0.1x" is not 0.1.
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		return f, err == nil
 	}
 	return 0, false
@@ -241,9 +242,9 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
 		return rs, err
 	}
-	plan, err := e.planner.Choose(w, opt)
+	plan, err := e.choose(w, opt)
 	if err != nil {
-		return nil, e.internal("plan", err)
+		return nil, err
 	}
 	// The histogram is built before the charge so a source failure costs nothing.
 	x, err := e.hist.Histogram(ctx, t, w.Columns)

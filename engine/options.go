@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
@@ -18,7 +20,52 @@ const (
 	VarMaxStderr = "dp_max_stderr" // accuracy target: the least ε whose answers all have at most this standard error
 )
 
-// sessionFloat reads a numeric session variable; ok is false when unset or NULL.
+// OptionRange is the closed interval a numeric privacy option must lie in.
+type OptionRange struct{ Min, Max float64 }
+
+// Contains reports whether Min ≤ v ≤ Max (false for NaN).
+func (r OptionRange) Contains(v float64) bool { return v >= r.Min && v <= r.Max }
+
+func (r OptionRange) String() string { return fmt.Sprintf("[%g, %g]", r.Min, r.Max) }
+
+// The documented ranges of the session's privacy options (README: Session
+// privacy options). They lie well inside what the exact samplers accept:
+// the smallest ε gives a discrete Laplace scale Δ₁·10⁶, far below
+// noise.MaxScale = 2⁶⁴ for every sensitivity the planner builds, and the
+// largest keeps the exponential mechanism's rational ε within 64 bits. A
+// batch whose strategies would still need a scale beyond noise.MaxScale
+// (tiny ρ with a large Gaussian sensitivity) is refused when planned (see
+// planner.ErrScale).
+var (
+	EpsilonRange   = OptionRange{1e-6, 1e6}
+	RhoRange       = OptionRange{1e-12, 1e6}
+	MaxStderrRange = OptionRange{1e-6, 1e15}
+)
+
+// optionRanges maps each session variable to its range.
+var optionRanges = map[string]OptionRange{VarEpsilon: EpsilonRange, VarRho: RhoRange, VarMaxStderr: MaxStderrRange}
+
+// CheckOption validates a value assigned to a session variable (name
+// without '@', any case): nil (NULL, which unsets it) and variables that
+// are not privacy options are fine; a privacy option must be a number in
+// its range. The MySQL front calls it when a SET assigns one, so a bad
+// value is refused at once; batches check again (a value can be assigned
+// in other ways). The error is a 3900 refusal naming the range.
+func CheckOption(name string, value any) error {
+	name = strings.ToLower(strings.TrimPrefix(name, "@"))
+	r, ok := optionRanges[name]
+	if !ok || value == nil {
+		return nil
+	}
+	f, good := toFloat(value)
+	if !good || !r.Contains(f) {
+		return parser.Errorf(parser.CodeDPRefused, "@%s must be a number in %v, got %v", name, r, value)
+	}
+	return nil
+}
+
+// sessionFloat reads a numeric session variable; ok is false when unset or
+// NULL. A value outside the variable's range is refused (see CheckOption).
 func sessionFloat(s *Session, name string) (float64, bool, error) {
 	if s.UserVar == nil {
 		return 0, false, nil
@@ -27,10 +74,10 @@ func sessionFloat(s *Session, name string) (float64, bool, error) {
 	if !ok || v == nil {
 		return 0, false, nil
 	}
-	f, good := toFloat(v)
-	if !good || !(f > 0) || math.IsInf(f, 0) {
-		return 0, false, parser.Errorf(parser.CodeDPRefused, "@%s must be a positive number, got %v", name, v)
+	if err := CheckOption(name, v); err != nil {
+		return 0, false, err
 	}
+	f, _ := toFloat(v)
 	return f, true, nil
 }
 
@@ -87,6 +134,14 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	default:
 		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
 	}
+	// A default from the catalog, or the ρ of a default ε, must meet the
+	// ranges too (what a target found lies inside them by construction).
+	switch {
+	case opt.Noise == catalog.Laplace && !EpsilonRange.Contains(opt.Epsilon):
+		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "ε = %g (the default for user '%s' on table %s) is outside %v; set @dp_epsilon", opt.Epsilon, s.User, t.Name, EpsilonRange)
+	case opt.Noise == catalog.Gaussian && !RhoRange.Contains(opt.Rho):
+		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "ρ = %g (from ε = %g at δ = %g on table %s) is outside %v; set @dp_rho or @dp_epsilon", opt.Rho, eps, t.Budget.Delta, t.Name, RhoRange)
+	}
 	cost := budget.Cost{Epsilon: opt.Epsilon, Rho: opt.Rho}
 	spend := budget.EpsilonFor(cost, t.Budget.Delta)
 	if m := maxEpsilon(u, t); m > 0 && spend > m*(1+1e-9) {
@@ -94,7 +149,8 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 		switch {
 		case hasTarget:
 			how = fmt.Sprintf("@dp_max_stderr = %g needs ε = %.6g, which", target, spend)
-		case hasRho:
+		case t.Noise == catalog.Gaussian && hasRho:
+			// @dp_rho applies (and so is named) on Gaussian tables only.
 			how = fmt.Sprintf("@dp_rho = %g is ε = %.6g at δ = %g, which", rho, spend, t.Budget.Delta)
 		default:
 			how += ","
@@ -104,46 +160,111 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	return opt, cost, nil
 }
 
-// forTarget finds the least ε (ρ) such that every measured answer's
-// expected standard error is at most target. Laplace error scales as 1/ε and
-// Gaussian as 1/√ρ up to the discreteness of the noise, so one rescaling
-// lands next to the answer; a few steps up make the bound hold exactly.
+// forTarget finds the least ε (ρ on a Gaussian table), within its range,
+// such that every measured answer's expected standard error is at most
+// target. Laplace error scales as 1/ε and Gaussian as 1/√ρ up to the
+// discreteness of the noise, so one rescaling lands next to the answer and
+// a few steps up make the bound hold exactly; where discreteness bends the
+// curve (tiny scales) a bisection finishes. A target that even the largest
+// ε of the range misses is refused; one that the smallest meets gets the
+// smallest (more accurate than asked, at a negligible cost). Everything here
+// is computed from the plan, never from data.
 func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (planner.Options, error) {
-	opt := planner.Options{Noise: t.Noise, Epsilon: 1, Rho: 1}
-	worst := func(o planner.Options) (float64, error) {
-		p, err := e.planner.Choose(w, o)
+	gauss := t.Noise == catalog.Gaussian
+	r := EpsilonRange
+	if gauss {
+		r = RhoRange
+	}
+	at := func(x float64) planner.Options {
+		if gauss {
+			return planner.Options{Noise: catalog.Gaussian, Rho: x}
+		}
+		return planner.Options{Noise: catalog.Laplace, Epsilon: x}
+	}
+	// worst is +Inf where the samplers cannot take the scale (planner.ErrScale).
+	worst := func(x float64) (float64, error) {
+		p, err := e.planner.Choose(w, at(x))
+		if errors.Is(err, planner.ErrScale) {
+			return math.Inf(1), nil
+		}
 		if err != nil {
-			return 0, err
+			return 0, e.internal("plan", err)
 		}
 		return maxStderr(p), nil
 	}
-	sd, err := worst(opt)
+	clamp := func(x float64) float64 { return min(max(x, r.Min), r.Max) }
+	x := clamp(1)
+	sd, err := worst(x)
 	if err != nil {
-		return opt, e.internal("plan", err)
+		return planner.Options{}, err
 	}
 	if sd == 0 {
-		return opt, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
+		return planner.Options{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
 	}
+	best, err := worst(r.Max)
+	if err != nil {
+		return planner.Options{}, err
+	}
+	if best > target {
+		name := "ε"
+		if gauss {
+			name = "ρ"
+		}
+		return planner.Options{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr = %g cannot be met: at the largest %s = %g this batch's expected standard error is %.6g", target, name, r.Max, best)
+	}
+	// good meets the target, bad misses it (0: none seen yet).
+	good, bad := r.Max, 0.0
+	note := func(x, sd float64) {
+		if sd <= target {
+			good = min(good, x)
+		} else {
+			bad = max(bad, x)
+		}
+	}
+	note(x, sd)
 	for i := 0; i < 20 && (i == 0 || sd > target); i++ {
 		ratio := sd / target * (1 + 1e-9)
-		if t.Noise == catalog.Gaussian {
-			opt.Rho *= ratio * ratio
-		} else {
-			opt.Epsilon *= ratio
+		if gauss {
+			ratio *= ratio
 		}
-		if sd, err = worst(opt); err != nil {
-			return opt, e.internal("plan", err)
+		if x = clamp(x * ratio); x != x { // NaN: Inf·0
+			x = r.Max
+		}
+		if sd, err = worst(x); err != nil {
+			return planner.Options{}, err
+		}
+		note(x, sd)
+	}
+	// In the 1/ε regime good is now least within 1e-9; where discreteness
+	// bends the curve, a value just below may meet the target too: then
+	// bisect on a log scale between what misses and what meets.
+	if below := good * (1 - 1e-6); below >= r.Min && bad < below {
+		s, err := worst(below)
+		if err != nil {
+			return planner.Options{}, err
+		}
+		note(below, s)
+		if bad == 0 {
+			if s, err = worst(r.Min); err != nil {
+				return planner.Options{}, err
+			}
+			if note(r.Min, s); s <= target {
+				return at(r.Min), nil
+			}
+		}
+		for range 100 {
+			if good <= bad*(1+1e-6) {
+				break
+			}
+			mid := math.Sqrt(bad * good)
+			if s, err = worst(mid); err != nil {
+				return planner.Options{}, err
+			}
+			note(mid, s)
 		}
 	}
-	if sd > target {
-		return opt, e.internal("accuracy target", fmt.Errorf("no ε reached stderr %g (last %g)", target, sd))
-	}
-	if t.Noise == catalog.Gaussian {
-		opt.Epsilon = 0
-	} else {
-		opt.Rho = 0
-	}
-	return opt, nil
+	x = good
+	return at(x), nil
 }
 
 // maxStderr is the largest expected standard error over every measured answer.
@@ -160,4 +281,22 @@ func maxStderr(p *planner.Plan) float64 {
 		}
 	}
 	return math.Sqrt(worst)
+}
+
+// choose plans w under opt. A privacy parameter too small for every
+// strategy's sensitivity (a noise scale beyond noise.MaxScale) is refused
+// with 3900: it depends only on the query, the domain and the option.
+func (e *Engine) choose(w *compile.Workload, opt planner.Options) (*planner.Plan, error) {
+	p, err := e.planner.Choose(w, opt)
+	if errors.Is(err, planner.ErrScale) {
+		what := fmt.Sprintf("ε = %g", opt.Epsilon)
+		if opt.Noise == catalog.Gaussian {
+			what = fmt.Sprintf("ρ = %g", opt.Rho)
+		}
+		return nil, parser.Errorf(parser.CodeDPRefused, "%s is too small for this batch: every strategy's sensitivity would need a noise scale of 2^64 or more; raise it", what)
+	}
+	if err != nil {
+		return nil, e.internal("plan", err)
+	}
+	return p, nil
 }

@@ -412,10 +412,6 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return nil, err
 		}
 	}
-	plan, err := e.planner.Choose(w, opt)
-	if err != nil {
-		return nil, e.internal("plan", err)
-	}
 	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
 	var dom []string
@@ -444,6 +440,12 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return res, nil
 		}
 		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
+	}
+	// A top-k without counts measures nothing and returned above: only
+	// batches that measure values have a plan (and options to plan with).
+	plan, err := e.choose(w, opt)
+	if err != nil {
+		return nil, err
 	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))

@@ -121,8 +121,8 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	mechanism := "exponential"
 	strategy := "top-k"
 	if measuresValues(q) {
-		if plan, err = e.planner.Choose(w, opt); err != nil {
-			return nil, e.internal("plan", err)
+		if plan, err = e.choose(w, opt); err != nil {
+			return nil, err
 		}
 		mechanism += "+" + string(opt.Noise)
 		strategy += "; " + plan.Name

@@ -546,6 +546,11 @@ scan:
 			}
 		}
 	}
+	if isSet {
+		if err := checkPrivacyOptions(stmt); err != nil {
+			return err
+		}
+	}
 	if isSet && global {
 		ast, err := sqlparser.Parse(stmt)
 		set, ok := ast.(*sqlparser.Set)

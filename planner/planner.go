@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -162,11 +163,16 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	gauss := opt.Noise == catalog.Gaussian
 	best := &Plan{Workload: w, Options: opt, Grid: 1}
 	bestErr := math.Inf(1)
+	tooSmall := false // a candidate's noise scale was beyond noise.MaxScale
 	consider := func(name string, sens, unitErr, weighted float64) {
 		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
 			return
 		}
 		num, den, v := calibrate(opt, sens)
+		if math.IsInf(v, 1) {
+			tooSmall = true
+			return
+		}
 		total, obj := v*unitErr, v*weighted
 		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total,
 			Unit: sens * sens * unitErr, Objective: obj})
@@ -242,6 +248,9 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		best.Candidates = best.Candidates[:12]
 	}
 	if best.Name == "" {
+		if tooSmall {
+			return nil, ErrScale
+		}
 		return nil, fmt.Errorf("planner: no strategy answers this workload")
 	}
 	if best.Name == directName {
@@ -295,17 +304,31 @@ func (o Options) validate() error {
 
 // calibrate returns the noise parameter for sensitivity sens, rounded up to
 // a rational (more noise is always safe), and one draw's exact variance.
+// A scale the samplers cannot take (at least noise.MaxScale: ε or ρ far
+// too small for this sensitivity) gives num = den = 0 and an infinite
+// variance, so no candidate with it is ever chosen.
 //
 // Laplace: t = Δ₁/ε gives ε-DP (discrete Laplace, Canonne–Kamath–Steinke 2020).
 // Gaussian: σ² = Δ₂²/(2ρ) gives ρ-zCDP (discrete Gaussian, same paper, Thm 14).
 func calibrate(o Options, sens float64) (num, den uint64, variance float64) {
 	if o.Noise == catalog.Laplace {
+		if !(sens/o.Epsilon < noise.MaxScale) {
+			return 0, 0, math.Inf(1)
+		}
 		num, den = noise.RationalAtLeast(sens / o.Epsilon)
 		return num, den, noise.DiscreteLaplaceVariance(float64(num) / float64(den))
+	}
+	if !(sens*sens/(2*o.Rho) < noise.MaxScale) {
+		return 0, 0, math.Inf(1)
 	}
 	num, den = noise.RationalAtLeast(sens * sens / (2 * o.Rho))
 	return num, den, noise.DiscreteGaussianVariance(float64(num) / float64(den))
 }
+
+// ErrScale is wrapped by Choose's error when every strategy would need a
+// noise scale the samplers cannot take (see noise.MaxScale): the privacy
+// parameter is too small for the batch's sensitivities.
+var ErrScale = errors.New("planner: the privacy parameter is too small for every strategy's sensitivity")
 
 // space holds, per column, the candidate strategies and the distinct
 // factor vectors the workload uses on that column, with their error forms
