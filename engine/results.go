@@ -434,7 +434,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, w.Queries[0].Groups(w), selEps))
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g in all, %.6g per round (utility: the group's count, sensitivity 1, monotone: weights exp(%.6g·count))", k, w.Queries[0].Groups(w), selEps, selEps/float64(k), selEps/float64(k)))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil

@@ -56,8 +56,10 @@ func measuresValues(q *compile.Query) bool {
 
 // epsilonGrid is the denominator of the rational ε handed to the
 // exponential mechanism. ε is rounded down to it, so the mechanism never
-// spends more than the ledger charged.
-const epsilonGrid = 1 << 20
+// spends more than the ledger charged; a selection ε below 1/epsilonGrid
+// is refused. With ε at most EpsilonRange.Max = 10⁶ the numerator stays
+// below 2⁶⁰.
+const epsilonGrid = 1 << 40
 
 // topKOptions splits a top-k batch's privacy between the selection (pure
 // ε, exponential mechanism) and the measurement of the selected groups'
@@ -97,12 +99,19 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 // topK answers a top-k query.
 //
 // Privacy: the selection is k rounds of the exponential mechanism without
-// replacement, each with ε_sel/k, utility = the group's exact count (its
-// negation for ASC), sensitivity 1: adding or removing a row changes one
-// group's count by one. Its cost is ε_sel (basic composition). When values
-// are asked for, every group is measured with the remaining budget by the
-// matrix mechanism and only the selected groups are shown (post-processing).
-// Both are charged in one ledger entry before anything is released.
+// replacement ("peeling"), each with ε_sel/k, utility = the group's exact
+// count (its negation for ASC), sensitivity Δ = 1: adding or removing a
+// row changes one group's count by one. Counts are monotone — between
+// neighbours they all move the same way (up when a row is added, down when
+// one is removed) — so each round selects with weights exp((ε_sel/k)·u/Δ),
+// without the factor 1/2 of the general mechanism, and is (ε_sel/k)-DP
+// (McSherry–Talwar 2007; Dwork–Roth 2014, Thm 3.10 and its remark on
+// monotone utilities; see noise.Rand.ExponentialMechanism). Its cost is
+// ε_sel (basic composition over the rounds), and its running time does not
+// depend on the counts. When values are asked for, every group is measured
+// with the remaining budget by the matrix mechanism and only the selected
+// groups are shown (post-processing). Both are charged in one ledger entry
+// before anything is released.
 func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
 	q := w.Queries[0]
 	opt, cost, selEps, err := e.topKOptions(s, t, w)
@@ -115,7 +124,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 	}
 	epsNum := uint64(math.Floor(selEps * epsilonGrid))
 	if epsNum == 0 {
-		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-20)", selEps)
+		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-40)", selEps)
 	}
 	var plan *planner.Plan
 	mechanism := "exponential"
