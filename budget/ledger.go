@@ -270,6 +270,9 @@ const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanis
 
 // Entries returns the entries selected by f in ascending Seq order.
 func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
+	if err := l.FlushReuses(ctx); err != nil {
+		return nil, err
+	}
 	var where []string
 	var args []any
 	if f.User != "" {
@@ -314,6 +317,9 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 // each (user, table), each table over all users (User ""), and each user
 // over all tables (Table ""). Rows are sorted by Table, then User.
 func (l *Ledger) Budgets(ctx context.Context) ([]SpentRow, error) {
+	if err := l.FlushReuses(ctx); err != nil {
+		return nil, err
+	}
 	var sum map[scope]Cost
 	err := l.read(ctx, func(tx *sql.Tx) error {
 		sum = map[scope]Cost{}

@@ -239,34 +239,52 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt)
-	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
-		return rs, err
-	}
-	plan, err := e.choose(w, opt)
+	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
+		plan, err := e.choose(w, opt)
+		if err != nil {
+			return nil, err
+		}
+		// The histogram is built before the charge so a source failure costs nothing.
+		x, err := e.hist.Histogram(ctx, t, w.Columns)
+		if err != nil {
+			return nil, e.internal("histogram", err)
+		}
+		entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts)
+		if err != nil {
+			return nil, err
+		}
+		ans, err := exec.Measure(plan, x, noise.NewRand())
+		if err != nil {
+			// Charged but not released: conservative, and logged as such.
+			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+			return nil, e.internal("measure", err)
+		}
+		out := make([]*Result, len(w.Queries))
+		for q, qu := range w.Queries {
+			out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
+		}
+		return out, nil
+	})
+	return e.released(ctx, s, t, sts, rs, fresh, err)
+}
+
+// released finishes a batch answered by answerStore.answer: a re-released
+// answer gets its reuse entry, and every answer the statements' column
+// names. Errors from the store that are not refusals are internal.
+func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, rs []*Result, fresh bool, err error) ([]*Result, error) {
 	if err != nil {
-		return nil, err
+		var pe *parser.Error
+		if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		return nil, e.internal("stored answers", err)
 	}
-	// The histogram is built before the charge so a source failure costs nothing.
-	x, err := e.hist.Histogram(ctx, t, w.Columns)
-	if err != nil {
-		return nil, e.internal("histogram", err)
+	if !fresh {
+		if err := e.recordReuse(ctx, s, t, sts); err != nil {
+			return nil, err
+		}
 	}
-	entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts)
-	if err != nil {
-		return nil, err
-	}
-	ans, err := exec.Measure(plan, x, noise.NewRand())
-	if err != nil {
-		// Charged but not released: conservative, and logged as such.
-		e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
-		return nil, e.internal("measure", err)
-	}
-	out := make([]*Result, len(w.Queries))
-	for q, qu := range w.Queries {
-		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
-	}
-	e.stored.put(ctx, key, out)
-	return out, nil
+	return named(rs, sts), nil
 }
 
 // charge records a batch's cost in the ledger before anything is released.

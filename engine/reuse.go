@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -20,73 +22,30 @@ import (
 // first (a persistent backend keeps them all).
 const maxStored = 10000
 
-// AnswerBackend persists released answers beyond one process's memory
-// (see package answers): a repeat after a restart, or in another process
-// sharing the data directory, is then free too. Values are the engine's
-// own encoding; Put keeps the first answer stored under a key.
-type AnswerBackend interface {
-	Get(ctx context.Context, key string) ([]byte, bool, error)
-	Put(ctx context.Context, key string, results []byte) error
-}
-
 // answerStore keeps released answers so that a repeated query (same
 // table definition, same parsed query, same privacy options) returns the
 // identical noisy answer for free: re-releasing a released value is
 // post-processing. Dashboards refreshing and BI tools syncing then cost
 // nothing after the first time. Stored answers are not invalidated when
 // the data changes: a repeat shows the answer as first released.
+//
+// It also merges requests in flight (flight.go): the first request for a
+// key measures, the others wait for its answer.
 type answerStore struct {
 	mu      sync.Mutex
 	byKey   map[string][]*Result
 	order   []string
-	backend AnswerBackend // nil: memory only
+	flights map[string]*flight // keys being answered in this process
+	backend AnswerBackend      // nil: memory only
 	log     *slog.Logger
 }
 
 func newAnswerStore(backend AnswerBackend, log *slog.Logger) *answerStore {
-	return &answerStore{byKey: map[string][]*Result{}, backend: backend, log: log}
+	return &answerStore{byKey: map[string][]*Result{}, flights: map[string]*flight{}, backend: backend, log: log}
 }
 
-func (a *answerStore) get(ctx context.Context, key string) ([]*Result, bool, error) {
-	a.mu.Lock()
-	r, ok := a.byKey[key]
-	a.mu.Unlock()
-	if ok || a.backend == nil {
-		return r, ok, nil
-	}
-	b, ok, err := a.backend.Get(ctx, key)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	r, err = decodeResults(b)
-	if err != nil {
-		// Undecodable (another version's encoding, or damage): measure
-		// anew, which costs budget but releases nothing wrong.
-		a.log.Warn("stored answer unreadable; answering anew", "err", err)
-		return nil, false, nil
-	}
-	a.remember(key, r)
-	return r, true, nil
-}
-
-func (a *answerStore) put(ctx context.Context, key string, rs []*Result) {
-	a.remember(key, rs)
-	if a.backend == nil {
-		return
-	}
-	b, err := encodeResults(rs)
-	if err == nil {
-		err = a.backend.Put(ctx, key, b)
-	}
-	if err != nil {
-		// Already charged and released; only a later repeat will cost.
-		a.log.Warn("stored answer not persisted; a repeat after a restart will be charged", "err", err)
-	}
-}
-
-func (a *answerStore) remember(key string, rs []*Result) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// rememberLocked keeps rs in memory under key (a.mu held).
+func (a *answerStore) rememberLocked(key string, rs []*Result) {
 	if _, ok := a.byKey[key]; ok {
 		return
 	}
@@ -104,6 +63,7 @@ type storedValue struct {
 	I *int64   `json:"i,omitempty"`
 	F *float64 `json:"f,omitempty"`
 	S *string  `json:"s,omitempty"`
+	X *string  `json:"x,omitempty"` // a float64 JSON cannot hold: "NaN", "+Inf", "-Inf"
 }
 
 type storedResult struct {
@@ -111,8 +71,8 @@ type storedResult struct {
 	Rows    [][]*storedValue `json:"rows"`
 }
 
-// encodeResults encodes result sets for the backend. Values JSON cannot
-// hold exactly (NaN, ±Inf) make it fail: such answers stay in memory only.
+// encodeResults encodes result sets for the backend, every value exactly
+// (NaN and ±Inf too).
 func encodeResults(rs []*Result) ([]byte, error) {
 	out := make([]storedResult, len(rs))
 	for i, r := range rs {
@@ -125,7 +85,12 @@ func encodeResults(rs []*Result) ([]byte, error) {
 				case int64:
 					enc[c] = &storedValue{I: &v}
 				case float64:
-					enc[c] = &storedValue{F: &v}
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						x := strconv.FormatFloat(v, 'g', -1, 64)
+						enc[c] = &storedValue{X: &x}
+					} else {
+						enc[c] = &storedValue{F: &v}
+					}
 				case string:
 					enc[c] = &storedValue{S: &v}
 				default:
@@ -157,6 +122,12 @@ func decodeResults(b []byte) ([]*Result, error) {
 					vals[c] = *v.F
 				case v.S != nil:
 					vals[c] = *v.S
+				case v.X != nil:
+					f, err := strconv.ParseFloat(*v.X, 64)
+					if err != nil {
+						return nil, fmt.Errorf("decode stored answer: %w", err)
+					}
+					vals[c] = f
 				default:
 					return nil, fmt.Errorf("decode stored answer: an empty value")
 				}
@@ -290,23 +261,10 @@ func canonPred(b *strings.Builder, p parser.Pred) {
 	}
 }
 
-// reuse returns the stored answers of an identical earlier batch, renamed
-// as this batch's statements name their columns, and records the zero-cost
-// re-release in the ledger.
-func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, key string) ([]*Result, bool, error) {
-	stored, ok, err := e.stored.get(ctx, key)
-	if err != nil {
-		return nil, false, e.internal("stored answers", err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	if _, err := e.ledger.Record(ctx, budget.KindReuse, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
-	}); err != nil {
-		return nil, false, e.internal("ledger record", err)
-	}
+// named returns the answers of a batch as these statements name their
+// columns: a stored answer may have been released under other aliases.
+// Rows are shared, never modified.
+func named(stored []*Result, sts []*parser.Statement) []*Result {
 	out := make([]*Result, len(stored))
 	for i, r := range stored {
 		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows}
@@ -317,5 +275,18 @@ func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		out[i] = cp
 	}
-	return out, true, nil
+	return out
+}
+
+// recordReuse puts a zero-cost reuse entry for a re-released answer on the
+// ledger, group-committed in the background (budget.Ledger.RecordReuse):
+// it costs nothing, so a crash that loses it loses no accounting.
+func (e *Engine) recordReuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) error {
+	if err := e.ledger.RecordReuse(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
+	}); err != nil {
+		return e.internal("ledger record", err)
+	}
+	return nil
 }

@@ -119,52 +119,51 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
-	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
-		return rs, err
-	}
 	epsNum := uint64(math.Floor(selEps * epsilonGrid))
 	if epsNum == 0 {
 		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-40)", selEps)
 	}
-	var plan *planner.Plan
-	mechanism := "exponential"
-	strategy := "top-k"
-	if measuresValues(q) {
-		if plan, err = e.choose(w, opt); err != nil {
+	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
+		var plan *planner.Plan
+		mechanism := "exponential"
+		strategy := "top-k"
+		if measuresValues(q) {
+			var err error
+			if plan, err = e.choose(w, opt); err != nil {
+				return nil, err
+			}
+			mechanism += "+" + string(opt.Noise)
+			strategy += "; " + plan.Name
+		}
+		x, err := e.hist.Histogram(ctx, t, w.Columns)
+		if err != nil {
+			return nil, e.internal("histogram", err)
+		}
+		entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
+		if err != nil {
 			return nil, err
 		}
-		mechanism += "+" + string(opt.Noise)
-		strategy += "; " + plan.Name
-	}
-	x, err := e.hist.Histogram(ctx, t, w.Columns)
-	if err != nil {
-		return nil, e.internal("histogram", err)
-	}
-	entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
-	if err != nil {
-		return nil, err
-	}
-	order := q.Order[0]
-	counts := exec.Contract(q.Aggregates[q.Items[order.Item].Agg], x, w.Sizes(), q.GroupCols)
-	utilities := make([]int64, len(counts))
-	for g, c := range counts {
-		utilities[g] = int64(math.Round(c))
-		if !order.Desc {
-			utilities[g] = -utilities[g]
+		order := q.Order[0]
+		counts := exec.Contract(q.Aggregates[q.Items[order.Item].Agg], x, w.Sizes(), q.GroupCols)
+		utilities := make([]int64, len(counts))
+		for g, c := range counts {
+			utilities[g] = int64(math.Round(c))
+			if !order.Desc {
+				utilities[g] = -utilities[g]
+			}
 		}
-	}
-	r := noise.NewRand()
-	chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
-	var m *measured
-	if plan != nil {
-		ans, err := exec.Measure(plan, x, r)
-		if err != nil {
-			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
-			return nil, e.internal("measure", err)
+		r := noise.NewRand()
+		chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
+		var m *measured
+		if plan != nil {
+			ans, err := exec.Measure(plan, x, r)
+			if err != nil {
+				e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+				return nil, e.internal("measure", err)
+			}
+			m = measuredFrom(plan, ans, 0)
 		}
-		m = measuredFrom(plan, ans, 0)
-	}
-	out := []*Result{assemble(w, q, m, chosen)}
-	e.stored.put(ctx, key, out)
-	return out, nil
+		return []*Result{assemble(w, q, m, chosen)}, nil
+	})
+	return e.released(ctx, s, t, sts, rs, fresh, err)
 }
