@@ -5,12 +5,20 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // maxPendingReuses bounds the reuse entries waiting to be committed; a
 // caller that finds the queue full waits for the committer (backpressure
 // instead of unbounded memory).
 const maxPendingReuses = 4096
+
+// reuseCommitDelay is how long the committer lets reuse entries gather
+// before it writes them: one fsync per this interval at most (unless
+// maxPendingReuses/4 gather first, or a flush is asked for), whatever the
+// rate of repeats. Entries are at risk in a crash for about this long; they
+// cost nothing, so no accounting is.
+const reuseCommitDelay = 50 * time.Millisecond
 
 // reuseQueue is the group commit of KindReuse entries: RecordReuse appends
 // to pending and returns; one goroutine (commitReuses) writes everything
@@ -23,6 +31,7 @@ type reuseQueue struct {
 	enqueued uint64 // entries ever enqueued
 	done     uint64 // entries ever written (or dropped after a failed write)
 	closed   bool
+	urgent   bool          // a flush waits: write without delay
 	wake     chan struct{} // buffered(1): work for the committer
 	progress chan struct{} // closed and replaced after each batch
 	exited   chan struct{} // closed when the committer returns
@@ -94,7 +103,14 @@ func (l *Ledger) FlushReuses(ctx context.Context) error {
 	q := l.reuses
 	q.lock()
 	target := q.enqueued
+	if q.done < target {
+		q.urgent = true
+	}
 	q.unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 	for {
 		q.lock()
 		done, progress := q.done, q.progress
@@ -117,19 +133,45 @@ func (l *Ledger) FlushReuses(ctx context.Context) error {
 func (l *Ledger) commitReuses() {
 	q := l.reuses
 	defer close(q.exited)
+	delay := time.NewTimer(0)
+	<-delay.C
 	for {
 		q.lock()
-		batch := q.pending
-		q.pending = nil
-		closed := q.closed
+		n, closed, urgent := len(q.pending), q.closed, q.urgent
 		q.unlock()
-		if len(batch) == 0 {
+		if n == 0 {
 			if closed {
 				return
 			}
 			<-q.wake
 			continue
 		}
+		if !closed && !urgent && n < maxPendingReuses/4 {
+			// Let more gather; a flush, Close or a full batch cuts it short.
+			delay.Reset(reuseCommitDelay)
+		gather:
+			for {
+				select {
+				case <-delay.C:
+					break gather
+				case <-q.wake:
+					q.lock()
+					n, closed, urgent = len(q.pending), q.closed, q.urgent
+					q.unlock()
+					if closed || urgent || n >= maxPendingReuses/4 {
+						if !delay.Stop() {
+							<-delay.C
+						}
+						break gather
+					}
+				}
+			}
+		}
+		q.lock()
+		batch := q.pending
+		q.pending = nil
+		q.urgent = false
+		q.unlock()
 		// The batch is written even while Close waits: Close stops new
 		// records first, then waits for this goroutine.
 		err := l.write(context.Background(), func(tx *sql.Tx) error {
