@@ -143,7 +143,8 @@ func TestExplainTopKWithoutCounts(t *testing.T) {
 		got = append(got, row[0].(string)+"="+row[1].(string))
 	}
 	text := strings.Join(got, "\n")
-	if !strings.Contains(text, "top-k selection=") || !strings.Contains(text, "charged=nothing (EXPLAIN)") || strings.Contains(text, "strategy=") {
+	if !strings.Contains(text, "top-k selection=exponential mechanism, 1 round without") || !strings.Contains(text, "noise=none (a selection only)") ||
+		!strings.Contains(text, "charged=nothing (EXPLAIN)") || strings.Contains(text, "strategy=") || strings.Contains(text, "epsilon=0") {
 		t.Fatalf("explanation:\n%s", text)
 	}
 	if n := len(f.entries(t)); n != 0 {

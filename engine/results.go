@@ -424,17 +424,25 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	}
 	add("columns", strings.Join(dom, " × "))
 	add("cells", fmt.Sprint(w.Cells()))
-	add("noise", string(opt.Noise))
-	if opt.Noise == catalog.Gaussian {
+	switch {
+	case opt.Noise == "": // a top-k selection only: no values measured
+		add("noise", "none (a selection only)")
+	case opt.Noise == catalog.Gaussian:
+		add("noise", string(opt.Noise))
 		add("rho", fmt.Sprintf("%g", opt.Rho))
 		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
-	} else {
+	default:
+		add("noise", string(opt.Noise))
 		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
 	}
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g in all, %.6g per round (utility: the group's count, sensitivity 1, monotone: weights exp(%.6g·count))", k, w.Queries[0].Groups(w), selEps, selEps/float64(k), selEps/float64(k)))
+		rounds := "rounds"
+		if k == 1 {
+			rounds = "round"
+		}
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1; weights exp(ε/%d·count))", k, rounds, w.Queries[0].Groups(w), selEps, k))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
