@@ -38,6 +38,15 @@
 // [VerifyHeadSignature] and [Ledger.CheckHead] let an auditor holding only
 // the public key check that the ledger still holds every signed head.
 //
+// # Reading a long ledger
+//
+// query.go serves viewers (the web console): [Ledger.Page] pages entries
+// newest first by sequence number with filters, [Ledger.Spending] sums
+// charges per user and time bucket in SQLite, [Ledger.SpentRows] reads the
+// spent aggregate, and [Ledger.Report] runs every check of `audit verify`
+// into a [Report]. [OpenReadOnly] opens an existing ledger so that nothing
+// can be written through it.
+//
 // # Files and concurrency
 //
 // Beside the ledger file SQLite keeps "-wal" and "-shm" files, and the

@@ -43,6 +43,9 @@ type Ledger struct {
 	// processes. Close takes it for good.
 	wmu   chan struct{}
 	flock *writerLock
+	// readOnly: opened by OpenReadOnly; wdb and flock are nil, and every
+	// write fails with errReadOnly before it touches the file.
+	readOnly bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -231,7 +234,11 @@ func (l *Ledger) Close() error {
 		l.stopReuses()      // pending reuse entries are written first
 		l.wmu <- struct{}{} // held for good: no write starts after this
 		close(l.closed)
-		if err := errors.Join(l.wdb.Close(), l.db.Close(), l.flock.close()); err != nil {
+		errs := []error{l.db.Close()}
+		if !l.readOnly {
+			errs = append(errs, l.wdb.Close(), l.flock.close())
+		}
+		if err := errors.Join(errs...); err != nil {
 			l.closeErr = fmt.Errorf("budget: close ledger: %w", err)
 		}
 	})
@@ -244,6 +251,9 @@ var errClosed = errors.New("ledger is closed")
 // locked runs fn holding this Ledger's write slot and the cross-process
 // writer lock (see writerLock).
 func (l *Ledger) locked(ctx context.Context, fn func() error) error {
+	if l.readOnly {
+		return errReadOnly
+	}
 	select {
 	case l.wmu <- struct{}{}:
 	case <-l.closed:

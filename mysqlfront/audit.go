@@ -2,9 +2,7 @@ package mysqlfront
 
 import (
 	"fmt"
-	"math"
 	"net"
-	"sort"
 	"strings"
 
 	"github.com/dolthub/go-mysql-server/memory"
@@ -15,6 +13,7 @@ import (
 	"github.com/dolthub/vitess/go/sqltypes"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/budgetview"
 	"github.com/dpproxy/dpproxy/catalog"
 )
 
@@ -139,8 +138,7 @@ func sessionUser(ctx *sql.Context) (user, host string) {
 
 func (d *auditDB) isAuditor(ctx *sql.Context) bool {
 	user, _ := sessionUser(ctx)
-	u := d.catalog().User(user)
-	return user != "" && u != nil && u.Role == catalog.RoleAuditor
+	return budgetview.CanSeeAll(d.catalog(), user)
 }
 
 type auditTable struct {
@@ -248,119 +246,44 @@ func (d *auditDB) ledgerRows(ctx *sql.Context) ([]sql.Row, error) {
 	return rows, nil
 }
 
-// budgetRows recomputes every scope's spend from the entries and pairs it
-// with the catalog's limit: for each table its total, and for each analyst
-// of the catalog and each user who spent on it, its per-user budget. Tables
-// spent on but no longer in the catalog have a NULL limit. remaining_epsilon
-// is limit − spent, negative if a limit was lowered below the spend.
+// budgetRows is the auditor's view of budgetview.All over the spends
+// recomputed from the entries. Tables spent on but no longer in the
+// catalog have a NULL limit; remaining_epsilon is limit − spent, negative
+// if a limit was lowered below the spend.
 func (d *auditDB) budgetRows(ctx *sql.Context) ([]sql.Row, error) {
 	spent, err := d.ledger.Budgets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cat := d.catalog()
-	type key struct{ user, table string }
-	by := map[key]budget.Cost{}
-	users := map[string]map[string]bool{} // table → users with a spend or a budget
-	addUser := func(table, user string) {
-		if users[table] == nil {
-			users[table] = map[string]bool{}
-		}
-		users[table][user] = true
-	}
-	for _, r := range spent {
-		if r.Table == "" {
-			continue // user totals across tables: no such limit in the catalog
-		}
-		by[key{r.User, r.Table}] = r.Cost
-		if r.User != "" {
-			addUser(r.Table, r.User)
-		}
-	}
-	tables := map[string]bool{}
-	for _, t := range cat.Tables {
-		tables[t.Name] = true
-		for _, u := range cat.Users {
-			if u.Role == catalog.RoleAnalyst {
-				addUser(t.Name, u.Name)
-			}
-		}
-	}
-	for k := range by {
-		tables[k.table] = true
-	}
-	names := make([]string, 0, len(tables))
-	for n := range tables {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var rows []sql.Row
-	row := func(scope string, user any, table string, limit any, delta float64, c budget.Cost) sql.Row {
-		s := budget.EpsilonFor(c, delta)
-		var rem any
-		if l, ok := limit.(float64); ok {
-			rem = l - s
+	for _, r := range budgetview.All(d.catalog(), spent) {
+		var user, limit, rem any
+		if r.User != "" {
+			user = r.User
 		}
-		return sql.Row{scope, user, table, limit, delta, finite(s), rem, c.Epsilon, c.Rho}
-	}
-	for _, name := range names {
-		var total, perUser any
-		var delta float64
-		if t := cat.Table(name); t != nil {
-			total, perUser, delta = t.Budget.Total, t.Budget.PerUser, t.Budget.Delta
+		if r.Limit != nil {
+			limit, rem = *r.Limit, *r.Remaining
 		}
-		rows = append(rows, row(budget.ScopeTable, nil, name, total, delta, by[key{"", name}]))
-		us := make([]string, 0, len(users[name]))
-		for u := range users[name] {
-			us = append(us, u)
-		}
-		sort.Strings(us)
-		for _, u := range us {
-			rows = append(rows, row(budget.ScopeUserTable, u, name, perUser, delta, by[key{u, name}]))
-		}
+		rows = append(rows, sql.Row{r.Scope, user, r.Table, limit, r.Delta, r.Spent, rem, r.Cost.Epsilon, r.Cost.Rho})
 	}
 	return rows, nil
 }
 
-// myBudgetRows is the session user's own budget on every table: the
-// per-user limit, what the user spent (the ledger's aggregate, which every
-// charge checks), what remains of it, and the ε of a batch by default and
-// at most. It does not show what other users spent.
+// myBudgetRows is budgetview.Mine for the session user: their own budget
+// on every table, nothing of what other users spent.
 func (d *auditDB) myBudgetRows(ctx *sql.Context) ([]sql.Row, error) {
 	name, _ := sessionUser(ctx)
-	cat := d.catalog()
-	u := cat.User(name)
-	if u == nil || u.Role != catalog.RoleAnalyst {
-		return nil, nil
+	own, err := budgetview.Mine(ctx, d.catalog(), d.ledger, name)
+	if err != nil {
+		return nil, err
 	}
 	var rows []sql.Row
-	for _, t := range cat.Tables {
-		c, err := d.ledger.Spent(ctx, name, t.Name)
-		if err != nil {
-			return nil, err
-		}
-		s := finite(budget.EpsilonFor(c, t.Budget.Delta))
-		def := t.Budget.DefaultPerQuery
-		if u.DefaultEpsilon > 0 {
-			def = u.DefaultEpsilon
-		}
+	for _, r := range own {
 		var maxEps any
-		if m := t.Budget.MaxPerQuery; m > 0 || u.MaxEpsilon > 0 {
-			if m == 0 || (u.MaxEpsilon > 0 && u.MaxEpsilon < m) {
-				m = u.MaxEpsilon
-			}
-			maxEps = m
+		if r.Max > 0 {
+			maxEps = r.Max
 		}
-		rows = append(rows, sql.Row{t.Name, t.Budget.PerUser, t.Budget.Delta, s, math.Max(0, t.Budget.PerUser-s), def, maxEps})
+		rows = append(rows, sql.Row{r.Table, r.Limit, r.Delta, r.Spent, r.Remaining, r.Default, maxEps})
 	}
 	return rows, nil
-}
-
-// finite maps +Inf (a ρ spend with no δ) to the largest float64, which
-// MySQL clients can read.
-func finite(f float64) float64 {
-	if math.IsInf(f, 1) {
-		return math.MaxFloat64
-	}
-	return f
 }

@@ -29,6 +29,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		err = serve(ctx, rest, stdout, stderr)
+	case "console":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = consoleCmd(ctx, rest, stdout, stderr)
 	case "audit":
 		err = audit(ctx, rest, stdout)
 	case "bench":
@@ -69,9 +73,11 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: dpproxy <command> [flags]
 
 commands:
-  serve    start the MySQL-protocol proxy (default: embedded demo on 127.0.0.1:3306)
+  serve    start the MySQL-protocol proxy (default: embedded demo on 127.0.0.1:3306, web console on 127.0.0.1:8080)
   audit    print ledger entries and spent/remaining budgets; 'audit verify' checks the hash chain
            (and signed heads), 'audit sign' signs the ledger head, 'audit keygen' makes a signing key
+  console  serve the read-only web console over a ledger, without a proxy:
+           'console --data-dir DIR [--config FILE] [--http ADDR]' (serve has it too: --http ADDR)
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
   bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8
            [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times

@@ -61,6 +61,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf commonFlags
 	cf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:3306", "address to listen on")
+	httpAddr := fs.String("http", "", "address of the read-only web console, or \"off\" (default: "+defaultConsoleAddr+" for the embedded demo, off otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,11 +72,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer p.Close()
 	defer p.admin(cf, log)()
+	consoleURL, consoleDone, err := p.serveConsole(ctx, cf, *httpAddr, log)
+	if err != nil {
+		return err
+	}
 	host, port := splitHostPort(p.front.Addr().String())
 	fmt.Fprintf(stdout, "dpproxy is serving database %q on %s (data: %s)\n", p.cat.Database, p.front.Addr(), cf.dataDir)
 	if cf.config == "" {
 		fmt.Fprintf(stdout, "connect with:\n  mysql -h %s -P %s -u analyst -panalyst %s\n", host, port, p.cat.Database)
 		fmt.Fprintf(stdout, "then try:\n  SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40;\n")
+	}
+	if consoleURL != "" {
+		fmt.Fprintf(stdout, "web console: %s", consoleURL)
+		if cf.config == "" {
+			fmt.Fprint(stdout, " (log in as auditor/auditor or analyst/analyst)")
+		}
+		fmt.Fprintln(stdout)
 	}
 	if p.tls != nil {
 		fmt.Fprintf(stdout, "TLS offered (certificate SHA-256 %s)", mysqlfront.Fingerprint(p.tls))
@@ -89,9 +101,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		if consoleDone != nil {
+			<-consoleDone
+		}
 		return nil
 	case err := <-errc:
 		return err
+	case err := <-consoleDone:
+		return fmt.Errorf("web console: %w", err)
 	}
 }
 

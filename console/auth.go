@@ -1,0 +1,344 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dpproxy/dpproxy/budgetview"
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// Logging in.
+//
+// Users and passwords are the catalog's: a password is right when its
+// mysql_native_password hash ("*" + upper(hex(SHA1(SHA1(pw))))) equals the
+// user's hash, compared in constant time. An unknown user is compared with a
+// hash no password has, so that a wrong user and a wrong password take the
+// same time and get the same answer (no user enumeration). Ten failures
+// in a minute from one address refuse that address for the rest of the
+// minute (failures).
+//
+// Scripts send HTTP Basic credentials with every request (the API answers
+// 401 with a Basic challenge without them). Browsers log in with a form: on
+// success the server keeps a session under a random 256-bit token, sent as
+// an HttpOnly, SameSite=Strict cookie (Secure over HTTPS). Forms that act
+// (login, logout, EXPLAIN) carry a CSRF token: the login form's is
+// double-submitted (a cookie and a field that must match), the others' is
+// the session's own. Sessions live in memory: a restart logs everyone out.
+
+const (
+	sessionCookie = "dpconsole_session"
+	csrfCookie    = "dpconsole_csrf"
+)
+
+// noPassword is compared against when the user is unknown: no password
+// hashes to it (it is not upper-case hex).
+const noPassword = "*????????????????????????????????????????"
+
+// viewer is the logged-in user a request is answered for.
+type viewer struct {
+	Name    string
+	Auditor bool   // sees everything (budgetview.CanSeeAll)
+	CSRF    string // the session's CSRF token ("" for Basic authentication)
+}
+
+// checkPassword reports whether password is user's, in time independent
+// of whether the user exists.
+func checkPassword(cat *catalog.Catalog, user, password string) bool {
+	want := noPassword
+	u := cat.User(user)
+	if u != nil && u.PasswordHash != "" {
+		want = strings.ToUpper(u.PasswordHash)
+	}
+	got := catalog.NativePasswordHash(password)
+	ok := subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	return ok && u != nil
+}
+
+func (s *Server) viewerFor(cat *catalog.Catalog, name, csrf string) *viewer {
+	return &viewer{Name: name, Auditor: budgetview.CanSeeAll(cat, name), CSRF: csrf}
+}
+
+// authenticate returns the request's viewer from Basic credentials or the
+// session cookie, or nil.
+func (s *Server) authenticate(r *http.Request) *viewer {
+	cat := s.cfg.Catalog()
+	if user, pw, ok := r.BasicAuth(); ok {
+		if s.failures.blocked(r) {
+			return nil
+		}
+		if !checkPassword(cat, user, pw) {
+			s.failures.add(r)
+			s.log.Info("console login failed", "user", user, "remote", r.RemoteAddr, "via", "basic")
+			return nil
+		}
+		return s.viewerFor(cat, user, "")
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	sess, ok := s.sessions.get(c.Value)
+	if !ok || cat.User(sess.user) == nil {
+		return nil
+	}
+	return s.viewerFor(cat, sess.user, sess.csrf)
+}
+
+// page wraps a browser page: without a viewer it redirects to the login
+// form, and a POST must carry the session's CSRF token and come from this
+// origin.
+func (s *Server) page(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := s.authenticate(r)
+		if v == nil {
+			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/plot/") {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "log in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if !sameOrigin(r) || v.CSRF == "" || !tokenEqual(r.PostFormValue("csrf"), v.CSRF) {
+				http.Error(w, "the form has expired or did not come from this console; reload the page and try again", http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r, v)
+	}
+}
+
+// api wraps a JSON endpoint: without a viewer it answers 401 with a Basic
+// challenge. A POST must be JSON (which a cross-site form cannot send
+// without the console's consent) and come from this origin.
+func (s *Server) api(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := s.authenticate(r)
+		if v == nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="dpproxy console", charset="UTF-8"`)
+			writeJSONError(w, http.StatusUnauthorized, "authentication required: HTTP Basic with a catalog user, or the console's session cookie")
+			return
+		}
+		if r.Method == http.MethodPost {
+			ct := r.Header.Get("Content-Type")
+			if !strings.HasPrefix(ct, "application/json") || !sameOrigin(r) {
+				writeJSONError(w, http.StatusUnsupportedMediaType, "POST a JSON body (Content-Type: application/json)")
+				return
+			}
+		}
+		h(w, r, v)
+	}
+}
+
+// sameOrigin reports whether a request's Origin (when the browser sent
+// one) is this console.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+func tokenEqual(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func randomToken() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (s *Server) cookie(name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+		Secure: s.cfg.TLS != nil, SameSite: http.SameSiteStrictMode}
+}
+
+type loginData struct {
+	CSRF, Next, User, Error string
+}
+
+// loginPage shows the form, with a fresh double-submit CSRF token.
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	tok := randomToken()
+	http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+	s.render(w, r, http.StatusOK, "login", nil, loginData{CSRF: tok, Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+// login checks the form and starts a session.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	user, pw, next := r.PostFormValue("user"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
+	c, err := r.Cookie(csrfCookie)
+	if err != nil || !sameOrigin(r) || !tokenEqual(r.PostFormValue("csrf"), c.Value) {
+		s.log.Info("console login form refused", "remote", r.RemoteAddr, "has_csrf_cookie", err == nil,
+			"same_origin", sameOrigin(r), "origin", r.Header.Get("Origin"))
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		s.render(w, r, http.StatusForbidden, "login", nil, loginData{CSRF: tok, Next: next, User: user,
+			Error: "The form expired; please log in again."})
+		return
+	}
+	if s.failures.blocked(r) {
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		w.Header().Set("Retry-After", "60")
+		s.render(w, r, http.StatusTooManyRequests, "login", nil, loginData{CSRF: tok, Next: next, User: user,
+			Error: "Too many failed logins from your address; wait a minute."})
+		return
+	}
+	if !checkPassword(s.cfg.Catalog(), user, pw) {
+		s.failures.add(r)
+		s.log.Info("console login failed", "user", user, "remote", r.RemoteAddr, "via", "form")
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		s.render(w, r, http.StatusUnauthorized, "login", nil, loginData{CSRF: tok, Next: next, User: user,
+			Error: "Unknown user or wrong password."})
+		return
+	}
+	// A new token at every login: a token planted before cannot be used.
+	tok := s.sessions.start(user)
+	http.SetCookie(w, s.cookie(sessionCookie, tok, int(s.cfg.SessionTTL/time.Second)))
+	http.SetCookie(w, s.cookie(csrfCookie, "", -1))
+	s.log.Info("console login", "user", user, "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		s.sessions.end(c.Value)
+	}
+	http.SetCookie(w, s.cookie(sessionCookie, "", -1))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a redirect target on this console: a path, never another
+// host ("//evil" or "/\evil").
+func safeNext(next string) string {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// sessions are the browser sessions, by token.
+type sessions struct {
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]session
+}
+
+type session struct {
+	user    string
+	csrf    string
+	expires time.Time
+}
+
+func newSessions(ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{ttl: ttl, now: now, m: map[string]session{}}
+}
+
+func (ss *sessions) start(user string) string {
+	tok := randomToken()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	now := ss.now()
+	for k, v := range ss.m { // drop expired sessions now and then
+		if now.After(v.expires) {
+			delete(ss.m, k)
+		}
+	}
+	ss.m[tok] = session{user: user, csrf: randomToken(), expires: now.Add(ss.ttl)}
+	return tok
+}
+
+func (ss *sessions) get(tok string) (session, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	v, ok := ss.m[tok]
+	if !ok {
+		return session{}, false
+	}
+	if ss.now().After(v.expires) {
+		delete(ss.m, tok)
+		return session{}, false
+	}
+	return v, true
+}
+
+func (ss *sessions) end(tok string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, tok)
+}
+
+// failures counts failed logins per client address, to slow down password
+// guessing: after maxFailures in failureWindow, logins from that address
+// are refused (429) until the window has passed. It never locks out a
+// user, only an address. Memory is bounded by maxTracked addresses.
+type failures struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string][]time.Time
+}
+
+const (
+	maxFailures   = 10
+	failureWindow = time.Minute
+	maxTracked    = 10000
+)
+
+func newFailures(now func() time.Time) *failures {
+	return &failures{now: now, m: map[string][]time.Time{}}
+}
+
+func clientHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// recent drops the failures of host older than the window; f.mu is held.
+func (f *failures) recent(host string) []time.Time {
+	ts := f.m[host]
+	cut := f.now().Add(-failureWindow)
+	i := 0
+	for i < len(ts) && ts[i].Before(cut) {
+		i++
+	}
+	ts = ts[i:]
+	if len(ts) == 0 {
+		delete(f.m, host)
+		return nil
+	}
+	f.m[host] = ts
+	return ts
+}
+
+func (f *failures) blocked(r *http.Request) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.recent(clientHost(r))) >= maxFailures
+}
+
+func (f *failures) add(r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	host := clientHost(r)
+	if len(f.m) >= maxTracked && f.m[host] == nil {
+		clear(f.m)
+	}
+	f.m[host] = append(f.recent(host), f.now())
+}
