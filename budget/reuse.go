@@ -54,7 +54,8 @@ func (q *reuseQueue) unlock() { <-q.mu }
 // RecordReuse appends a zero-cost KindReuse entry (a stored answer
 // re-released) to the chain in the background and returns without waiting
 // for it to be written: repeats are frequent and cost nothing, so they are
-// group-committed instead of fsync'd one by one. Entries keep their order
+// group-committed instead of fsync'd one by one — within reuseCommitDelay,
+// or sooner in the transaction of this Ledger's next charge, ahead of it. Entries keep their order
 // and land on the same hash chain as the charges, and every one is written
 // before Close returns; a crash can lose entries still pending (only
 // zero-cost ones: no accounting). [Ledger.Entries], [Ledger.Budgets] and
@@ -71,6 +72,9 @@ func (l *Ledger) RecordReuse(ctx context.Context, c Charge) error {
 		return fmt.Errorf("budget: record reuse: a reuse entry costs nothing, got ε=%g ρ=%g", c.Cost.Epsilon, c.Cost.Rho)
 	}
 	q := l.reuses
+	if q == nil {
+		return fmt.Errorf("budget: record reuse: %w", errReadOnly)
+	}
 	for {
 		q.lock()
 		if q.closed {
@@ -101,6 +105,9 @@ func (l *Ledger) RecordReuse(ctx context.Context, c Charge) error {
 // written (or, after a failed write, dropped and logged).
 func (l *Ledger) FlushReuses(ctx context.Context) error {
 	q := l.reuses
+	if q == nil { // read-only: nothing of its own to flush
+		return nil
+	}
 	q.lock()
 	target := q.enqueued
 	if q.done < target {
@@ -193,10 +200,50 @@ func (l *Ledger) commitReuses() {
 	}
 }
 
+// takeReuses removes and returns the pending reuse entries, for a charge to
+// write ahead of itself in its own transaction (see Charge); the caller
+// then calls settleReuses.
+func (l *Ledger) takeReuses() []Charge {
+	q := l.reuses
+	if q == nil {
+		return nil
+	}
+	q.lock()
+	defer q.unlock()
+	batch := q.pending
+	q.pending = nil
+	return batch
+}
+
+// settleReuses records the outcome of a batch from takeReuses: written, or
+// (the transaction failed) put back in front of what arrived since.
+func (l *Ledger) settleReuses(batch []Charge, written bool) {
+	if len(batch) == 0 {
+		return
+	}
+	q := l.reuses
+	q.lock()
+	defer q.unlock()
+	if !written {
+		q.pending = append(batch, q.pending...)
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	q.done += uint64(len(batch))
+	close(q.progress)
+	q.progress = make(chan struct{})
+}
+
 // stopReuses refuses new reuse entries and waits until the committer has
 // written every pending one and exited.
 func (l *Ledger) stopReuses() {
 	q := l.reuses
+	if q == nil {
+		return
+	}
 	q.lock()
 	q.closed = true
 	q.unlock()

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -78,4 +79,47 @@ func TestCloseFlushesReuses(t *testing.T) {
 		t.Fatalf("%d entries after Close, want 300", got)
 	}
 	mustVerify(t, l2)
+}
+
+// A charge writes the pending reuse entries ahead of itself, in its own
+// transaction: another reader sees them as soon as the charge returns. A
+// refused charge leaves them to the committer.
+func TestChargeCarriesPendingReuses(t *testing.T) {
+	l, path := openTest(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := l.RecordReuse(ctx, reuseOf("u", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Charge(ctx, lapCharge("u", 0.1, "t"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	es, err := ro.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range es {
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []string{KindReuse, KindReuse, KindReuse, KindCharge}; !slices.Equal(kinds, want) {
+		t.Fatalf("entries %v, want %v", kinds, want)
+	}
+	// Refused: the reuse still lands (by the committer).
+	if err := l.RecordReuse(ctx, reuseOf("u", 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge(ctx, lapCharge("u", 5, "t"), []Limit{userTable("u", "t", 1)}); err == nil {
+		t.Fatal("an overspend was charged")
+	}
+	if got := count(t, l); got != 5 {
+		t.Fatalf("%d entries, want 5", got)
+	}
+	mustVerify(t, l)
 }
