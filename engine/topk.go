@@ -119,6 +119,9 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
+	if selEps > EpsilonRange.Max {
+		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is above the largest supported (%g)", selEps, EpsilonRange.Max)
+	}
 	epsNum := uint64(math.Floor(selEps * epsilonGrid))
 	if epsNum == 0 {
 		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-40)", selEps)
