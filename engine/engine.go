@@ -234,18 +234,23 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)
 	}
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt)
 	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
-		plan, err := e.choose(w, opt)
-		if err != nil {
-			return nil, err
+		plan := plan // the accuracy target's plan, if any: the one to measure
+		if plan == nil {
+			var err error
+			if plan, err = e.choose(w, opt); err != nil {
+				return nil, err
+			}
 		}
-		// The histogram is built before the charge so a source failure costs nothing.
-		x, err := e.hist.Histogram(ctx, t, w.Columns)
+		// The histograms are built before the charge so a source failure
+		// costs nothing: over the product domain, or for plans measured in
+		// marginal space one per column set.
+		counts, err := exec.Fetch(ctx, plan, e.hist)
 		if err != nil {
 			return nil, e.internal("histogram", err)
 		}
@@ -253,7 +258,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if err != nil {
 			return nil, err
 		}
-		ans, err := exec.Measure(plan, x, noise.NewRand())
+		ans, err := exec.MeasureCounts(plan, counts, noise.NewRand())
 		if err != nil {
 			// Charged but not released: conservative, and logged as such.
 			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
@@ -302,6 +307,17 @@ func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mecha
 		return entry, e.internal("ledger charge", err)
 	}
 	return entry, nil
+}
+
+// planError reports a planning failure: a batch too large even in
+// marginal space is refused (3900, its message names only public sizes);
+// anything else is internal.
+func (e *Engine) planError(err error) error {
+	var cells *planner.CellsError
+	if errors.As(err, &cells) {
+		return parser.Errorf(parser.CodeDPRefused, "%s", cells.Error())
+	}
+	return e.internal("plan", err)
 }
 
 func (e *Engine) internal(stage string, err error) error {

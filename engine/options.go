@@ -31,14 +31,16 @@ func (r OptionRange) String() string { return fmt.Sprintf("[%g, %g]", r.Min, r.M
 // The documented ranges of the session's privacy options (README: Session
 // privacy options). They lie well inside what the exact samplers accept:
 // the smallest ε gives a discrete Laplace scale Δ₁·10⁶, far below
-// noise.MaxScale = 2⁶⁴ for every sensitivity the planner builds, and the
-// largest keeps the exponential mechanism's rational ε within 64 bits. A
-// batch whose strategies would still need a scale beyond noise.MaxScale
-// (tiny ρ with a large Gaussian sensitivity) is refused when planned (see
+// noise.MaxScale = 2⁶⁴ for every sensitivity the planner builds. The
+// largest keep every noise variance the planner weighs representable (a
+// discrete Laplace of scale 1/ε has variance about 2·e^(−ε), which float64
+// loses past ε ≈ 700) — and no one spends ε = 100 on one query. A batch
+// whose strategies would still need a scale beyond noise.MaxScale (tiny ρ
+// with a large Gaussian sensitivity) is refused when planned (see
 // planner.ErrScale).
 var (
-	EpsilonRange   = OptionRange{1e-6, 1e6}
-	RhoRange       = OptionRange{1e-12, 1e6}
+	EpsilonRange   = OptionRange{1e-6, 100}
+	RhoRange       = OptionRange{1e-12, 100}
 	MaxStderrRange = OptionRange{1e-6, 1e15}
 )
 
@@ -101,32 +103,35 @@ func defaultEpsilon(u *catalog.User, t *catalog.Table) float64 {
 
 // options returns the batch's privacy parameters: @dp_max_stderr first (the
 // least ε meeting the target, found from the plan before anything is
-// spent), else @dp_rho on Gaussian tables, else @dp_epsilon, else the
-// user's or the table's default; all capped by the per-query maximum.
-func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, error) {
+// spent; the plan is returned too, and must be the one measured), else
+// @dp_rho on Gaussian tables, else @dp_epsilon, else the user's or the
+// table's default; all capped by the per-query maximum.
+func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, *planner.Plan, error) {
 	u := e.cat.User(s.User)
 	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	rho, hasRho, err := sessionFloat(s, VarRho)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	eps, hasEps, err := sessionFloat(s, VarEpsilon)
 	if err != nil {
-		return planner.Options{}, budget.Cost{}, err
+		return planner.Options{}, budget.Cost{}, nil, err
 	}
 	if !hasEps {
 		eps = defaultEpsilon(u, t)
 	}
 	var opt planner.Options
+	var plan *planner.Plan
 	switch {
 	case hasTarget:
-		opt, err = e.forTarget(t, w, target)
+		plan, err = e.forTarget(t, w, target)
 		if err != nil {
-			return planner.Options{}, budget.Cost{}, err
+			return planner.Options{}, budget.Cost{}, nil, err
 		}
+		opt = plan.Options
 	case t.Noise == catalog.Gaussian && hasRho:
 		opt = planner.Options{Noise: catalog.Gaussian, Rho: rho}
 	case t.Noise == catalog.Gaussian:
@@ -135,12 +140,13 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
 	}
 	// A default from the catalog, or the ρ of a default ε, must meet the
-	// ranges too (what a target found lies inside them by construction).
+	// ranges too (forTarget keeps a target's inside them).
 	switch {
+	case hasTarget:
 	case opt.Noise == catalog.Laplace && !EpsilonRange.Contains(opt.Epsilon):
-		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "ε = %g (the default for user '%s' on table %s) is outside %v; set @dp_epsilon", opt.Epsilon, s.User, t.Name, EpsilonRange)
+		return planner.Options{}, budget.Cost{}, nil, parser.Errorf(parser.CodeDPRefused, "ε = %g (the default for user '%s' on table %s) is outside %v; set @dp_epsilon", opt.Epsilon, s.User, t.Name, EpsilonRange)
 	case opt.Noise == catalog.Gaussian && !RhoRange.Contains(opt.Rho):
-		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "ρ = %g (from ε = %g at δ = %g on table %s) is outside %v; set @dp_rho or @dp_epsilon", opt.Rho, eps, t.Budget.Delta, t.Name, RhoRange)
+		return planner.Options{}, budget.Cost{}, nil, parser.Errorf(parser.CodeDPRefused, "ρ = %g (from ε = %g at δ = %g on table %s) is outside %v; set @dp_rho or @dp_epsilon", opt.Rho, eps, t.Budget.Delta, t.Name, RhoRange)
 	}
 	cost := budget.Cost{Epsilon: opt.Epsilon, Rho: opt.Rho}
 	spend := budget.EpsilonFor(cost, t.Budget.Delta)
@@ -155,132 +161,59 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 		default:
 			how += ","
 		}
-		return planner.Options{}, budget.Cost{}, parser.Errorf(parser.CodeDPRefused, "%s exceeds the per-query maximum ε = %g on table %s; lower it (SET @dp_epsilon = ...)", how, m, t.Name)
+		return planner.Options{}, budget.Cost{}, nil, parser.Errorf(parser.CodeDPRefused, "%s exceeds the per-query maximum ε = %g on table %s; lower it (SET @dp_epsilon = ...)", how, m, t.Name)
 	}
-	return opt, cost, nil
+	return opt, cost, plan, nil
 }
 
-// forTarget finds the least ε (ρ on a Gaussian table), within its range,
-// such that every measured answer's expected standard error is at most
-// target. Laplace error scales as 1/ε and Gaussian as 1/√ρ up to the
-// discreteness of the noise, so one rescaling lands next to the answer and
-// a few steps up make the bound hold exactly; where discreteness bends the
-// curve (tiny scales) a bisection finishes. A target that even the largest
-// ε of the range misses is refused; one that the smallest meets gets the
-// smallest (more accurate than asked, at a negligible cost). Everything here
-// is computed from the plan, never from data.
-func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (planner.Options, error) {
-	gauss := t.Noise == catalog.Gaussian
-	r := EpsilonRange
-	if gauss {
-		r = RhoRange
-	}
-	at := func(x float64) planner.Options {
-		if gauss {
-			return planner.Options{Noise: catalog.Gaussian, Rho: x}
-		}
-		return planner.Options{Noise: catalog.Laplace, Epsilon: x}
-	}
-	// worst is +Inf where the samplers cannot take the scale (planner.ErrScale).
-	worst := func(x float64) (float64, error) {
-		p, err := e.planner.Choose(w, at(x))
-		if errors.Is(err, planner.ErrScale) {
-			return math.Inf(1), nil
-		}
-		if err != nil {
-			return 0, e.internal("plan", err)
-		}
-		return maxStderr(p), nil
-	}
-	clamp := func(x float64) float64 { return min(max(x, r.Min), r.Max) }
-	x := clamp(1)
-	sd, err := worst(x)
+// forTarget plans for the accuracy target: the strategy that minimises
+// the largest per-answer variance and the least ε (ρ) at which every
+// measured answer's expected standard error is at most target
+// (planner.ForTarget), within the option's range: a target that needs more
+// than its largest value is refused; one the smallest meets is planned at
+// the smallest (more accurate than asked, at a negligible cost).
+func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
+	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance}, target)
 	if err != nil {
-		return planner.Options{}, err
+		return nil, e.planError(err)
 	}
-	if sd == 0 {
-		return planner.Options{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
+	if p.MaxVariance == 0 && p.Options.Epsilon+p.Options.Rho == 1 {
+		// Zero at the reference ε = 1 (ρ = 1) where the search starts, not
+		// a variance so small that float64 lost it.
+		return nil, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr: the batch has no noisy answer to size")
 	}
-	best, err := worst(r.Max)
-	if err != nil {
-		return planner.Options{}, err
+	name, x, r := "ε", p.Options.Epsilon, EpsilonRange
+	if t.Noise == catalog.Gaussian {
+		name, x, r = "ρ", p.Options.Rho, RhoRange
 	}
-	if best > target {
-		name := "ε"
-		if gauss {
-			name = "ρ"
-		}
-		return planner.Options{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr = %g cannot be met: at the largest %s = %g this batch's expected standard error is %.6g", target, name, r.Max, best)
-	}
-	// good meets the target, bad misses it (0: none seen yet).
-	good, bad := r.Max, 0.0
-	note := func(x, sd float64) {
-		if sd <= target {
-			good = min(good, x)
+	switch {
+	case x > r.Max:
+		// Past the range the search may overshoot (the discrete noise's
+		// variance falls faster than 1/ε²): the largest value may do.
+		o := p.Options
+		if t.Noise == catalog.Gaussian {
+			o.Rho = r.Max
 		} else {
-			bad = max(bad, x)
+			o.Epsilon = r.Max
 		}
-	}
-	note(x, sd)
-	for i := 0; i < 20 && (i == 0 || sd > target); i++ {
-		ratio := sd / target * (1 + 1e-9)
-		if gauss {
-			ratio *= ratio
-		}
-		if x = clamp(x * ratio); x != x { // NaN: Inf·0
-			x = r.Max
-		}
-		if sd, err = worst(x); err != nil {
-			return planner.Options{}, err
-		}
-		note(x, sd)
-	}
-	// In the 1/ε regime good is now least within 1e-9; where discreteness
-	// bends the curve, a value just below may meet the target too: then
-	// bisect on a log scale between what misses and what meets.
-	if below := good * (1 - 1e-6); below >= r.Min && bad < below {
-		s, err := worst(below)
+		at, err := e.choose(w, o)
 		if err != nil {
-			return planner.Options{}, err
+			return nil, err
 		}
-		note(below, s)
-		if bad == 0 {
-			if s, err = worst(r.Min); err != nil {
-				return planner.Options{}, err
-			}
-			if note(r.Min, s); s <= target {
-				return at(r.Min), nil
-			}
+		if sd := math.Sqrt(at.MaxVariance); sd > target {
+			return nil, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr = %g cannot be met: at the largest supported %s = %g this batch's expected standard error is %.6g", target, name, r.Max, sd)
 		}
-		for range 100 {
-			if good <= bad*(1+1e-6) {
-				break
-			}
-			mid := math.Sqrt(bad * good)
-			if s, err = worst(mid); err != nil {
-				return planner.Options{}, err
-			}
-			note(mid, s)
+		return at, nil
+	case x < r.Min:
+		o := p.Options
+		if t.Noise == catalog.Gaussian {
+			o.Rho = r.Min
+		} else {
+			o.Epsilon = r.Min
 		}
+		return e.choose(w, o)
 	}
-	x = good
-	return at(x), nil
-}
-
-// maxStderr is the largest expected standard error over every measured answer.
-func maxStderr(p *planner.Plan) float64 {
-	w := p.Workload
-	worst := 0.0
-	for q, qu := range w.Queries {
-		group := make([]int, len(qu.GroupCols))
-		for a := range qu.Aggregates {
-			for g := 0; g < qu.Groups(w); g++ {
-				qu.GroupCells(w, g, group)
-				worst = math.Max(worst, p.Variance(q, a, group))
-			}
-		}
-	}
-	return math.Sqrt(worst)
+	return p, nil
 }
 
 // choose plans w under opt. A privacy parameter too small for every
@@ -296,7 +229,7 @@ func (e *Engine) choose(w *compile.Workload, opt planner.Options) (*planner.Plan
 		return nil, parser.Errorf(parser.CodeDPRefused, "%s is too small for this batch: every strategy's sensitivity would need a noise scale of 2^64 or more; raise it", what)
 	}
 	if err != nil {
-		return nil, e.internal("plan", err)
+		return nil, e.planError(err)
 	}
 	return p, nil
 }

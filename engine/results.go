@@ -402,7 +402,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	if err != nil {
 		return nil, err
 	}
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +411,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
 			return nil, err
 		}
+		plan = nil
 	}
 	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
@@ -423,7 +424,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
 	}
 	add("columns", strings.Join(dom, " × "))
-	add("cells", fmt.Sprint(w.Cells()))
+	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	switch {
 	case opt.Noise == "": // a top-k selection only: no values measured
 		add("noise", "none (a selection only)")
@@ -450,16 +451,39 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
 	}
 	// A top-k without counts measures nothing and returned above: only
-	// batches that measure values have a plan (and options to plan with).
-	plan, err := e.choose(w, opt)
-	if err != nil {
-		return nil, err
+	// batches that measure values are planned (with options to plan with).
+	if plan == nil {
+		if plan, err = e.choose(w, opt); err != nil {
+			return nil, err
+		}
 	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
-	if obj := plan.Objective(); math.Abs(obj-plan.TotalSquaredError()) > 1e-9*obj {
-		add("objective minimised", fmt.Sprintf("%.6g (each AVG's COUNT weighted by its midpoint², as the AVG's error is)", obj))
+	if plan.Tables != nil {
+		var ts []string
+		for _, cols := range plan.Tables {
+			var names []string
+			for _, j := range cols {
+				names = append(names, w.Columns[j].Name)
+			}
+			ts = append(ts, "("+strings.Join(names, ", ")+")")
+		}
+		add("histograms", "one per column set, each over its own columns: "+strings.Join(ts, " "))
+	}
+	answers := 0
+	for _, qu := range w.Queries {
+		for _, it := range qu.Items[:qu.Visible] {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+				answers++
+			}
+		}
+	}
+	switch {
+	case plan.Options.Objective == planner.ObjectiveMaxVariance:
+		add("objective minimised", fmt.Sprintf("largest variance of one answer, %.6g (the accuracy target's)", plan.MaxVariance))
+	case answers > 1:
+		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))

@@ -57,8 +57,8 @@ func measuresValues(q *compile.Query) bool {
 // epsilonGrid is the denominator of the rational ε handed to the
 // exponential mechanism. ε is rounded down to it, so the mechanism never
 // spends more than the ledger charged; a selection ε below 1/epsilonGrid
-// is refused. With ε at most EpsilonRange.Max = 10⁶ the numerator stays
-// below 2⁶⁰.
+// is refused. With ε at most EpsilonRange.Max = 100 the numerator stays
+// below 2⁴⁷.
 const epsilonGrid = 1 << 40
 
 // topKOptions splits a top-k batch's privacy between the selection (pure
@@ -66,7 +66,7 @@ const epsilonGrid = 1 << 40
 // values, by the table's topk_selection_share. It returns the measurement's
 // options, the total cost, and the selection's ε.
 func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
-	opt, cost, err := e.options(s, t, w)
+	opt, cost, _, err := e.options(s, t, w)
 	if err != nil {
 		return opt, cost, 0, err
 	}

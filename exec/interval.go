@@ -21,6 +21,9 @@ const z95 = 1.959963984540054
 func HalfWidth95(p *planner.Plan, q, a int, variance float64) float64 {
 	if p.Kind == planner.Direct && p.Options.Noise == catalog.Laplace {
 		t := float64(p.NoiseNum) / float64(p.NoiseDen)
+		if p.AggNoise != nil {
+			t = float64(p.AggNoise[q][a].NoiseNum) / float64(p.AggNoise[q][a].NoiseDen)
+		}
 		alpha := math.Exp(-1 / t)
 		quant := math.Max(0, math.Ceil(math.Log(0.025*(1+alpha))/math.Log(alpha))-1)
 		return quant / p.Scale[q][a]

@@ -3,139 +3,285 @@ package exec
 import (
 	"fmt"
 	"math"
+	"math/big"
+	"slices"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// measureMarginal measures a Marginal plan and reconstructs the histogram.
+// Marginal plans are measured and reconstructed in marginal space: every
+// block reads the marginal table of its own columns, and each query is
+// answered from the estimate of the marginal on its own support, so time
+// and memory follow the tables, never the product domain.
 //
-// Privacy: block S releases k_S·M_S·x + Z_S, with M_S·x the marginal of x
-// on S summed exactly in integers (every partial sum is bounded by Σ|x|,
-// checked below 2⁵³ before k_S multiplies it in int64) and Z_S one draw per
-// row. A cell lies in one row of each block, so the largest column norm of
-// the stacked matrix is Σ k_S (L1) or √Σ k_S² (L2): the plan's Sensitivity,
-// to which the noise is calibrated. The reconstruction
+// Privacy: a block over columns S (π_S cells) releases
 //
-//	x̂ = Σ_{λ_T>0} E_T·(Aᵀy)/λ_T,  Aᵀy = Σ_S k_S·broadcast_S(y_S),
+//	marginal block:  m_S + Z,
+//	residual block:  (⊗_{j∈S}(n_j·I − J))·m_S + Z,
 //
-// touches only noisy values: post-processing.
-func measureMarginal(p *planner.Plan, x []float64, sizes []int, draw func() int64) ([]float64, error) {
-	ms := p.Marginals
-	total := 0.0
-	for _, v := range x {
-		if v != math.Trunc(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("exec: histogram cell %v is not an integer", v)
+// m_S the table's integer counts, the residual computed exactly in int64
+// (every entry is bounded by Σm·Π 2(n_j − 1), checked below 2⁶²), Z one
+// draw per cell from the block's own discrete Laplace (scale t) or
+// discrete Gaussian (σ²). One row of the protected table lies in at most
+// one cell of m_S, so the block's L1 (L2) sensitivity is its largest
+// column norm: 1 for a marginal block, Π 2(n_j − 1) (√Π n_j(n_j − 1)) for
+// a residual one. A block is therefore ε_b-DP when t ≥ Δ₁/ε_b (ρ_b-zCDP
+// when σ² ≥ Δ₂²/(2ρ_b)), and the plan, by composition, Σ ε_b-DP
+// (Σ ρ_b-zCDP). checkBlocks recomputes every Δ from the block's columns
+// and checks each calibration and the sum against the batch's ε (ρ) in
+// exact rational arithmetic before any draw. The caller must have charged
+// the batch first. Everything after the draws touches only noisy values:
+// post-processing.
+//
+// Reconstruction is the generalised least-squares estimate (each block
+// weighted by its noise's inverse variance V_b), component by component in
+// the E_T algebra (see planner/residual.go): for every set T under a block
+//
+//	λ̃_T = Σ_{marginal S⊇T} 1/(π_S·V_S) + π_T/V_T,
+//	ζ_T = Σ_{marginal S⊇T} centre_T(Σ_{S∖T} y_S)/(π_{S∖T}·V_S) + (⊗_{j∈T}C_j)·y_T/V_T,
+//
+// and the estimate of the marginal on Q is (1/π_Q)·Σ_{T⊆Q, λ̃_T>0}
+// broadcast_Q(ζ_T/λ̃_T), with no N-sized quantity anywhere.
+
+// blockDraw draws one noise value for block b.
+type blockDraw func(b *planner.MarginalBlock) int64
+
+// checkBlocks verifies a Marginal plan's calibration before any draw: each
+// block's noise parameter against the sensitivity recomputed from its
+// columns and its share, and the shares' sum against the batch's ε or ρ.
+func checkBlocks(p *planner.Plan) error {
+	if p.Marginals == nil || len(p.Marginals.Blocks) == 0 {
+		return fmt.Errorf("exec: marginal plan without blocks")
+	}
+	gauss := p.Options.Noise == catalog.Gaussian
+	sizes := p.Workload.Sizes()
+	sum := new(big.Rat)
+	for _, b := range p.Marginals.Blocks {
+		for i, j := range b.Cols {
+			if j < 0 || j >= len(sizes) || (i > 0 && b.Cols[i-1] >= j) {
+				return fmt.Errorf("exec: block columns %v are not ascending workload columns", b.Cols)
+			}
 		}
-		total += math.Abs(v)
-	}
-	kmax := 0.0
-	for _, k := range ms.Weights {
-		if k != math.Trunc(k) || k < 1 {
-			return nil, fmt.Errorf("exec: marginal weight %v is not a positive integer", k)
+		if b.NoiseNum == 0 || b.NoiseDen == 0 {
+			return fmt.Errorf("exec: block over %v has no noise", b.Cols)
 		}
-		kmax = math.Max(kmax, k)
+		share := b.Epsilon
+		if gauss {
+			share = b.Rho
+		}
+		if !(share > 0) || math.IsInf(share, 0) {
+			return fmt.Errorf("exec: block over %v has share %v", b.Cols, share)
+		}
+		// need: num/den ≥ Δ₁/ε_b, or num/den ≥ Δ₂²/(2ρ_b), Δ an integer
+		// (Δ₁ = Π 2(n_j − 1), Δ₂² = Π n_j(n_j − 1), or 1).
+		d := big.NewInt(1)
+		if b.Residual {
+			for _, j := range b.Cols {
+				n := int64(sizes[j])
+				f := 2 * (n - 1)
+				if gauss {
+					f = n * (n - 1)
+				}
+				d.Mul(d, big.NewInt(f))
+			}
+		}
+		s := new(big.Rat).SetFloat64(share)
+		lhs := new(big.Rat).Mul(new(big.Rat).SetFrac(new(big.Int).SetUint64(b.NoiseNum), new(big.Int).SetUint64(b.NoiseDen)), s)
+		if gauss {
+			lhs.Mul(lhs, big.NewRat(2, 1))
+		}
+		if lhs.Cmp(new(big.Rat).SetInt(d)) < 0 {
+			return fmt.Errorf("exec: block over %v has noise %d/%d below its sensitivity %v at share %v", b.Cols, b.NoiseNum, b.NoiseDen, d, share)
+		}
+		sum.Add(sum, s)
 	}
-	// The noise was calibrated to the planner's Sensitivity: check it is the
-	// stacked matrix's largest column norm before releasing anything.
-	var l1, l2 float64
-	for _, k := range ms.Weights {
-		l1, l2 = l1+k, l2+k*k
+	budget := p.Options.Epsilon
+	if gauss {
+		budget = p.Options.Rho
 	}
-	norm := l1
-	if p.Options.Noise == catalog.Gaussian {
-		norm = math.Sqrt(l2)
+	if sum.Cmp(new(big.Rat).SetFloat64(budget)) > 0 {
+		return fmt.Errorf("exec: marginal blocks' shares sum to %s, above the batch's %v", sum.FloatString(12), budget)
 	}
-	if norm > p.Sensitivity*(1+1e-12) {
-		return nil, fmt.Errorf("exec: marginal strategy has column norm %v above the calibrated sensitivity %v", norm, p.Sensitivity)
+	return nil
+}
+
+// marginalTables is every block's table, summed from a counted table that
+// covers it, with the residual blocks' exactness bound checked.
+func marginalTables(p *planner.Plan, c *Counts) ([][]float64, error) {
+	sizes := p.Workload.Sizes()
+	var out [][]float64
+	for _, b := range p.Marginals.Blocks {
+		m, err := tableFor(p, c, b.Cols)
+		if err != nil {
+			return nil, err
+		}
+		total, err := countTotal(m)
+		if err != nil {
+			return nil, err
+		}
+		if b.Residual {
+			bound := math.Max(total, 1)
+			for _, j := range b.Cols {
+				bound *= 2 * float64(sizes[j]-1)
+			}
+			if bound >= 1<<62 {
+				return nil, fmt.Errorf("exec: residual block over %v too large for exact measurement", b.Cols)
+			}
+		}
+		out = append(out, m)
 	}
-	if total >= 1<<53 || total*kmax >= 1<<62 {
-		return nil, fmt.Errorf("exec: histogram total %v too large for exact marginal measurement", total)
+	return out, nil
+}
+
+// measureMarginal measures a Marginal plan's blocks and returns, per
+// query, the estimate of the marginal on its support (support(w, q)).
+func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, error) {
+	if err := checkBlocks(p); err != nil {
+		return nil, err
 	}
-	z := make([]float64, len(x)) // Aᵀy
-	for si, set := range ms.Sets {
-		k := int64(ms.Weights[si])
-		m := marginalOf(x, sizes, set)
+	tables, err := marginalTables(p, c)
+	if err != nil {
+		return nil, err
+	}
+	w := p.Workload
+	sizes := w.Sizes()
+	type component struct {
+		cols []int
+		lam  float64
+		zeta []float64
+	}
+	comps := map[string]*component{}
+	at := func(cols []int) *component {
+		k := fmt.Sprint(cols)
+		if c := comps[k]; c != nil {
+			return c
+		}
+		c := &component{cols: cols, zeta: make([]float64, cellsOf(sizes, cols))}
+		comps[k] = c
+		return c
+	}
+	for bi := range p.Marginals.Blocks {
+		b := &p.Marginals.Blocks[bi]
+		m, bs := tables[bi], subSizes(sizes, b.Cols)
+		pi := float64(len(m))
+		v := b.NoiseVariance
+		if !(v > 0) {
+			return nil, fmt.Errorf("exec: block over %v has noise variance %v", b.Cols, v)
+		}
+		if b.Residual {
+			yi := make([]int64, len(m))
+			for i, x := range m {
+				yi[i] = int64(x)
+			}
+			for j := range bs {
+				centreScaleInt(yi, bs, j)
+			}
+			y := make([]float64, len(yi))
+			for i, x := range yi {
+				y[i] = float64(addClamp(x, draw(b)))
+			}
+			for j := range bs {
+				y = centreScale(y, bs, j)
+			}
+			c := at(b.Cols)
+			c.lam += pi / v
+			for i, x := range y {
+				c.zeta[i] += x / v
+			}
+			continue
+		}
 		y := make([]float64, len(m))
-		for i, v := range m {
-			y[i] = float64(addClamp(k*int64(v), draw()))
+		for i, x := range m {
+			y[i] = float64(addClamp(int64(x), draw(b)))
 		}
-		broadcastAdd(z, sizes, set, y, float64(k))
+		eachSubset(b.Cols, func(t []int) {
+			s := sumTo(y, b.Cols, sizes, t)
+			ts := subSizes(sizes, t)
+			rest := pi / float64(len(s))
+			for j := range ts {
+				s = centre(s, ts, j)
+			}
+			c := at(t)
+			c.lam += 1 / (pi * v)
+			for i, x := range s {
+				c.zeta[i] += x / (rest * v)
+			}
+		})
 	}
-	xhat := make([]float64, len(x))
-	var rec func(t []float64, j int, set uint)
-	rec = func(t []float64, j int, set uint) {
-		if j == len(sizes) {
-			lam := ms.Lambda[set]
-			if lam <= 0 {
+	out := make([][]float64, len(w.Queries))
+	for q, qu := range w.Queries {
+		cols := support(w, qu)
+		est := make([]float64, cellsOf(sizes, cols))
+		piQ := float64(len(est))
+		eachSubset(cols, func(t []int) {
+			c := comps[fmt.Sprint(t)]
+			if c == nil || !(c.lam > 0) {
 				return
 			}
-			for i, v := range t {
-				xhat[i] += v / lam
+			broadcastInto(est, cols, sizes, c.zeta, t, 1/(c.lam*piQ))
+		})
+		out[q] = est
+	}
+	return out, nil
+}
+
+// eachSubset calls f with every subset of cols (ascending), cols included.
+func eachSubset(cols []int, f func([]int)) {
+	for m := 0; m < 1<<len(cols); m++ {
+		var t []int
+		for i, j := range cols {
+			if m&(1<<i) != 0 {
+				t = append(t, j)
 			}
-			return
 		}
-		lower, upper := projectMode(t, sizes, j)
-		rec(lower, j+1, set)
-		rec(upper, j+1, set|1<<j)
+		f(t)
 	}
-	rec(z, 0, 0)
-	return xhat, nil
 }
 
-// marginalOf sums x over the columns not in set, leaving a tensor over the
-// set's columns in column order. Integer inputs give exact sums (bounded by
-// Σ|x| < 2⁵³).
-func marginalOf(x []float64, sizes []int, set uint) []float64 {
-	cur, shape := x, append([]int(nil), sizes...)
-	for j := len(sizes) - 1; j >= 0; j-- {
-		if set&(1<<j) == 0 {
-			cur, shape = contractMode(cur, shape, j, nil)
-		}
-	}
-	return cur
-}
-
-// broadcastAdd adds k·y, a tensor over set's columns, to every cell of z
-// over the full domain: z += k·M_setᵀ·y.
-func broadcastAdd(z []float64, sizes []int, set uint, y []float64, k float64) {
-	d := len(sizes)
-	stride := make([]int, d) // in y; 0 for columns outside the set
-	s := 1
-	for j := d - 1; j >= 0; j-- {
-		if set&(1<<j) != 0 {
-			stride[j] = s
-			s *= sizes[j]
-		}
-	}
-	idx := make([]int, d)
-	off := 0
-	for i := range z {
-		z[i] += k * y[off]
-		for j := d - 1; j >= 0; j-- { // odometer
-			idx[j]++
-			off += stride[j]
-			if idx[j] < sizes[j] {
-				break
+// centreScaleInt applies C = n·I − J along mode j of an int64 tensor in
+// place: each fibre becomes n·v − Σv. The caller bounds the entries.
+func centreScaleInt(t []int64, shape []int, j int) {
+	left, n, right := modeSplit(shape, j)
+	sum := make([]int64, right)
+	for l := 0; l < left; l++ {
+		clear(sum)
+		base := l * n * right
+		for k := 0; k < n; k++ {
+			for r, v := range t[base+k*right : base+(k+1)*right] {
+				sum[r] += v
 			}
-			off -= stride[j] * idx[j]
-			idx[j] = 0
+		}
+		for k := 0; k < n; k++ {
+			row := t[base+k*right : base+(k+1)*right]
+			for r := range row {
+				row[r] = int64(n)*row[r] - sum[r]
+			}
 		}
 	}
 }
 
-// projectMode splits t into P0 and P1 along mode j: lower replaces each
-// fibre by its mean, upper is t − lower.
-func projectMode(t []float64, sizes []int, j int) (lower, upper []float64) {
-	left, n, right := modeSplit(sizes, j)
-	lower, upper = make([]float64, len(t)), make([]float64, len(t))
+// centreScale is C = n·I − J along mode j (a fresh tensor).
+func centreScale(t []float64, shape []int, j int) []float64 {
+	out := centre(t, shape, j)
+	n := float64(shape[j])
+	for i := range out {
+		out[i] *= n
+	}
+	return out
+}
+
+// centre applies P1 = I − J/n along mode j: each fibre minus its mean (a
+// fresh tensor).
+func centre(t []float64, shape []int, j int) []float64 {
+	left, n, right := modeSplit(shape, j)
+	out := make([]float64, len(t))
 	mean := make([]float64, right)
 	for l := 0; l < left; l++ {
 		clear(mean)
 		base := l * n * right
 		for k := 0; k < n; k++ {
-			row := t[base+k*right : base+(k+1)*right]
-			for r, v := range row {
+			for r, v := range t[base+k*right : base+(k+1)*right] {
 				mean[r] += v
 			}
 		}
@@ -144,11 +290,38 @@ func projectMode(t []float64, sizes []int, j int) (lower, upper []float64) {
 		}
 		for k := 0; k < n; k++ {
 			off := base + k*right
-			copy(lower[off:off+right], mean)
 			for r := 0; r < right; r++ {
-				upper[off+r] = t[off+r] - mean[r]
+				out[off+r] = t[off+r] - mean[r]
 			}
 		}
 	}
-	return lower, upper
+	return out
+}
+
+// broadcastInto adds k·src to dst, src a tensor over the columns srcCols
+// (a subset of dstCols, both ascending), constant along the others.
+func broadcastInto(dst []float64, dstCols []int, sizes []int, src []float64, srcCols []int, k float64) {
+	d := len(dstCols)
+	stride := make([]int, d) // in src; 0 for columns not in srcCols
+	s := 1
+	for i := d - 1; i >= 0; i-- {
+		if slices.Contains(srcCols, dstCols[i]) {
+			stride[i] = s
+			s *= sizes[dstCols[i]]
+		}
+	}
+	idx := make([]int, d)
+	off := 0
+	for i := range dst {
+		dst[i] += k * src[off]
+		for j := d - 1; j >= 0; j-- { // odometer
+			idx[j]++
+			off += stride[j]
+			if idx[j] < sizes[dstCols[j]] {
+				break
+			}
+			off -= stride[j] * idx[j]
+			idx[j] = 0
+		}
+	}
 }

@@ -22,7 +22,10 @@ type Answers struct {
 	Variance [][][]float64
 }
 
-// Measure runs plan p on histogram x with fresh noise from r.
+// Measure runs plan p on histogram x, the counts over the product domain
+// of the workload's columns, with fresh noise from r. Plans measured in
+// marginal space take their tables from x; MeasureCounts measures what
+// Fetch counted instead.
 //
 // Marginal plans are measured by measureMarginal, whose comment states
 // their sensitivity.
@@ -34,13 +37,30 @@ type Answers struct {
 // already rounded to integers by the planner (see planner.Plan.Grid), so
 // this holds for them unchanged. A·x is computed exactly (see
 // exactKronecker): the sensitivity argument is about the function
-// actually computed. Everything after the noise (reconstruction,
-// answering) is post-processing. The caller must have charged ε or ρ first.
+// actually computed. A Direct plan over the queries' own tables releases
+// the same rows, each computed from the table of its query's columns (a
+// row of the protected table lies in one cell of each). Everything after
+// the noise (reconstruction, answering) is post-processing. The caller
+// must have charged ε or ρ first.
 func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
+	if len(x) != p.Workload.Cells() {
+		return nil, fmt.Errorf("exec: histogram has %d cells, workload %d", len(x), p.Workload.Cells())
+	}
+	return measure(p, countsFromProduct(p, x), r)
+}
+
+// MeasureCounts runs plan p on what Fetch counted, with fresh noise from r
+// (see Measure).
+func MeasureCounts(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
+	return measure(p, c, r)
+}
+
+func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 	w := p.Workload
 	sizes := w.Sizes()
-	if len(x) != w.Cells() {
-		return nil, fmt.Errorf("exec: histogram has %d cells, workload %d", len(x), w.Cells())
+	x := c.Product
+	if p.Tables == nil && x == nil {
+		return nil, fmt.Errorf("exec: plan %s needs the product histogram", p.Name)
 	}
 	drawInt := func() int64 {
 		if p.Options.Noise == catalog.Gaussian {
@@ -52,14 +72,43 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 	ans := &Answers{}
 	switch p.Kind {
 	case planner.Direct:
+		if p.AggNoise != nil {
+			if err := checkDirectSplit(p); err != nil {
+				return nil, err
+			}
+		}
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
+			var m []float64
+			var cols []int
+			if p.Tables != nil {
+				cols = support(w, qu)
+				var err error
+				if m, err = tableFor(p, c, cols); err != nil {
+					return nil, err
+				}
+			}
 			for a, agg := range qu.Aggregates {
-				exact := Contract(agg, x, sizes, qu.GroupCols)
+				var exact []float64
+				if m != nil {
+					exact = contractOn(agg, qu, m, sizes, cols)
+				} else {
+					exact = Contract(agg, x, sizes, qu.GroupCols)
+				}
 				k := p.Scale[q][a]
+				d := draw
+				if p.AggNoise != nil {
+					n := p.AggNoise[q][a]
+					d = func() float64 {
+						if p.Options.Noise == catalog.Gaussian {
+							return float64(r.DiscreteGaussian(n.NoiseNum, n.NoiseDen))
+						}
+						return float64(r.DiscreteLaplace(n.NoiseNum, n.NoiseDen))
+					}
+				}
 				v := make([]float64, len(exact))
 				for g, e := range exact {
-					v[g] = (math.Round(k*e) + draw()) / k
+					v[g] = (math.Round(k*e) + d()) / k
 				}
 				vals = append(vals, v)
 				vars = append(vars, variances(p, q, a, w, qu))
@@ -91,14 +140,20 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 			ans.Variance = append(ans.Variance, vars)
 		}
 	case planner.Marginal:
-		xhat, err := measureMarginal(p, x, sizes, drawInt)
+		est, err := measureMarginal(p, c, func(b *planner.MarginalBlock) int64 {
+			if p.Options.Noise == catalog.Gaussian {
+				return r.DiscreteGaussian(b.NoiseNum, b.NoiseDen)
+			}
+			return r.DiscreteLaplace(b.NoiseNum, b.NoiseDen)
+		})
 		if err != nil {
 			return nil, err
 		}
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
+			cols := support(w, qu)
 			for a, agg := range qu.Aggregates {
-				vals = append(vals, Contract(agg, xhat, sizes, qu.GroupCols))
+				vals = append(vals, contractOn(agg, qu, est[q], sizes, cols))
 				vars = append(vars, variances(p, q, a, w, qu))
 			}
 			ans.Values = append(ans.Values, vals)

@@ -1,83 +1,80 @@
 package planner
 
 import (
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
 
-// MarginalStrategy measures a weighted union of marginals: for each set S
-// of the workload's columns (a bitmask, bit j for column j) the marginal
-// of the histogram on S — one row per combination of S's cells, summing
-// over the other columns — multiplied by the integer weight k_S.
+// Unions of marginal and residual blocks for compiled workloads.
 //
-// Sensitivity: a cell lies in exactly one row of each block, with
-// coefficient k_S, so the largest column norm is Δ₁ = Σ_S k_S (Laplace) or
-// Δ₂ = √Σ_S k_S² (Gaussian); changing one row of the table moves one cell
-// by one, so the measurement moves by at most Δ in that norm.
-//
-// Error: with P0 = J/n and P1 = I − P0 per column and E_T = ⊗_{j∈T}P1
-// ⊗_{j∉T}P0, AᵀA = Σ_T λ_T E_T with λ_T = Σ_{S⊇T} k_S² Π_{j∉S} n_j (see
-// marginals.go), so least squares is x̂ = Σ_{λ_T>0} E_T·Aᵀy/λ_T and an
-// answer w has variance σ²·Σ_T w·E_T·wᵀ/λ_T — computed factor by factor,
-// never over the product domain's N × N matrices.
-type MarginalStrategy struct {
-	Sets    []uint
-	Weights []float64 // integer k_S ≥ 1, parallel to Sets
-	// Lambda[T] is AᵀA's eigenvalue on E_T, for every T ⊆ the columns.
-	Lambda []float64
-}
+// When a batch's queries touch different column sets (a dashboard's
+// GROUP BY sex, GROUP BY education, GROUP BY race, sex), the planner also
+// tries strategies made of blocks over those sets (residual.go): each
+// query's answers are linear in the marginal of x on its support, whose
+// E_T components (T ⊆ support) the blocks measure. The workload enters only
+// through a_T = Σ_w w·E_T·wᵀ/N, computed per T with the Kronecker forms
+// of the projections (P0/n or P1/n per column, kronErrors), and each
+// answer's variance is Σ_T (w·E_T·wᵀ/N)/λ̃_T by the same forms. Nothing is
+// formed over the product domain, so wide tables (dozens of columns, each
+// query touching a few) plan and measure in time and memory that follow
+// the marginals.
 
 // marginalForms holds what one E_T contributes to every answer's variance.
 type marginalForms struct {
-	lambda float64
-	forms  [][]*pairForms // per query, per aggregate
-	diags  [][]float64    // per column: diag of P0 or P1
+	t      int            // the set T (family index)
+	lambda float64        // λ̃_T of the chosen blocks (noise included)
+	forms  [][]*pairForms // per query, per aggregate: w·E_T·wᵀ/N
+	diags  [][]float64    // per column: diag of P0/n or P1/n
 }
 
-// maxMarginalColumns bounds the columns of a marginal candidate: planning
-// costs O(4^d).
-const maxMarginalColumns = 10
-
-// supports returns the maximal column sets the workload's queries touch
-// (grouped columns, and columns where some term is not constant ones): a
-// union of marginals on them answers every query. Nil when one set covers
-// every query, where a marginal strategy is a Kronecker one.
-func (s *space) supports() []uint {
-	d := len(s.cols)
-	if d < 2 || d > maxMarginalColumns {
-		return nil
-	}
-	var sets []uint
-	for q, qu := range s.w.Queries {
-		var m uint
-		for j := 0; j < d; j++ {
-			if s.grouped[q][j] {
-				m |= 1 << j
-			}
+// querySupport is the set of columns query q depends on: its group
+// columns and every column where some term's factor is not all ones.
+func (s *space) querySupport(q int) colSet {
+	var m colSet
+	for j := range s.cols {
+		if s.grouped[q][j] {
+			m = m.with(j)
 		}
-		for a := range qu.Aggregates {
-			for _, ti := range s.idx[q][a] {
-				for j, x := range ti {
-					if s.cols[j].vecs[x] != nil {
-						m |= 1 << j
-					}
+	}
+	for a := range s.w.Queries[q].Aggregates {
+		for _, ti := range s.idx[q][a] {
+			for j, x := range ti {
+				if s.cols[j].vecs[x] != nil {
+					m = m.with(j)
 				}
 			}
+		}
+	}
+	return m
+}
+
+// supports returns the maximal column sets the workload's queries touch: a
+// union of blocks on their subsets answers every query. Nil when one set
+// covers every query (a marginal strategy is then a Kronecker one), or when
+// some support is too wide to list its subsets.
+func (s *space) supports() []colSet {
+	d := len(s.cols)
+	if d < 2 || d > maxSetColumns {
+		return nil
+	}
+	var sets []colSet
+	for q := range s.w.Queries {
+		m := s.querySupport(q)
+		if m.len() > maxGeneratorColumns {
+			return nil
 		}
 		if !slices.Contains(sets, m) {
 			sets = append(sets, m)
 		}
 	}
-	var maximal []uint
+	var maximal []colSet
 	for _, a := range sets {
 		covered := false
 		for _, b := range sets {
-			if a != b && a&b == a {
+			if a != b && a.subsetOf(b) {
 				covered = true
 				break
 			}
@@ -89,215 +86,277 @@ func (s *space) supports() []uint {
 	if len(maximal) < 2 {
 		return nil
 	}
-	slices.Sort(maximal)
+	slices.SortFunc(maximal, func(a, b colSet) int {
+		if a.less(b) {
+			return -1
+		}
+		if b.less(a) {
+			return 1
+		}
+		return 0
+	})
 	return maximal
 }
 
-// projectionOption is P0 = J/n (upper) or P1 = I − J/n as a column "form":
-// marginal plans evaluate w·E_T·wᵀ with the same bilinear and diagonal
-// machinery as Kronecker ones.
+// projectionOption is P0/n = J/n² (upper false) or P1/n = (I − J/n)/n as a
+// column "form": evaluated with the bilinear and diagonal machinery of
+// Kronecker plans over every column, the product is w·E_T·wᵀ/N.
 func projectionOption(n int, upper bool) *colOpt {
+	fn := float64(n)
 	d := make([]float64, n)
 	for i := range d {
-		d[i] = 1 - 1/float64(n)
-		if !upper {
-			d[i] = 1 / float64(n)
+		d[i] = 1 / (fn * fn)
+		if upper {
+			d[i] = (1 - 1/fn) / fn
 		}
 	}
-	return &colOpt{name: fmt.Sprintf("P%d", map[bool]int{false: 0, true: 1}[upper]), n: n, diag: d,
+	name := "P0"
+	if upper {
+		name = "P1"
+	}
+	return &colOpt{name: name, n: n, diag: d,
 		mul: func(dst, v []float64) {
 			mean := 0.0
 			for _, x := range v {
 				mean += x
 			}
-			mean /= float64(n)
+			mean /= fn
 			for i := range dst {
 				if upper {
-					dst[i] = v[i] - mean
+					dst[i] = (v[i] - mean) / fn
 				} else {
-					dst[i] = mean
+					dst[i] = mean / fn
 				}
 			}
 		}}
 }
 
-// marginalCoefficients returns, for every T, coef_T = Σ_w w·E_T·wᵀ over
-// the workload's answers (and the same with answerWeights' weights, which
-// the weights are optimised for), and the column choices (projection options) of
-// each T. Components outside every support are zero by construction (a
-// column a query does not touch contributes 1ᵀP1·1 = 0) and are set so
-// exactly rather than left to rounding.
-func (s *space) marginalCoefficients(sets []uint) (coef, weighted []float64, choice [][]int) {
+// marginalSpace is the residual algebra of one workload.
+type marginalSpace struct {
+	f        *subsetFamily
+	supports []int     // family indexes of the maximal supports
+	coef     []float64 // a_T, unweighted (what is reported)
+	wcoef    []float64 // a_T with answerWeights' weights (what is minimised)
+	choice   [][]int   // per family set with a_T > 0: E_T's column options
+}
+
+// newMarginalSpace builds the algebra over the closure of the supports
+// (over every subset of the columns when there are at most maxAllSubsets
+// and their product fits in maxCells, so marginal blocks may also span
+// several supports). Nil when the workload has fewer than two supports.
+func (s *space) newMarginalSpace(maxCells float64) *marginalSpace {
+	sups := s.supports()
+	if sups == nil {
+		return nil
+	}
+	gens := sups
+	if d := len(s.cols); d <= maxAllSubsets && productCells(s.w.Sizes()) <= maxCells {
+		var every colSet
+		for j := 0; j < d; j++ {
+			every = every.with(j)
+		}
+		gens = append(slices.Clone(sups), every)
+	}
+	f, err := newSubsetFamily(s.w.Sizes(), gens)
+	if err != nil {
+		return nil
+	}
+	ms := &marginalSpace{f: f, coef: make([]float64, len(f.sets)), wcoef: make([]float64, len(f.sets)),
+		choice: make([][]int, len(f.sets))}
+	for _, g := range sups {
+		ms.supports = append(ms.supports, f.index[g])
+	}
 	d := len(s.cols)
 	p0, p1 := make([]int, d), make([]int, d)
 	for j, cs := range s.cols {
 		p0[j] = s.addOption(j, projectionOption(cs.n, false))
 		p1[j] = s.addOption(j, projectionOption(cs.n, true))
 	}
-	coef, weighted = make([]float64, 1<<d), make([]float64, 1<<d)
-	choice = make([][]int, 1<<d)
-	for t := range coef {
+	for t, set := range f.sets {
+		inside := false
+		for _, g := range sups {
+			inside = inside || set.subsetOf(g)
+		}
+		if !inside || f.r[t] == 0 {
+			continue // a column not in any support contributes 1ᵀP1·1 = 0
+		}
 		c := make([]int, d)
 		for j := range c {
 			c[j] = p0[j]
-			if t&(1<<j) != 0 {
+			if set.has(j) {
 				c[j] = p1[j]
 			}
 		}
-		choice[t] = c
-		inside := false
-		for _, m := range sets {
-			inside = inside || uint(t)&m == uint(t)
-		}
-		if !inside {
+		_, unit, weighted := s.kronErrors(c, catalog.Laplace)
+		if unit <= 0 {
 			continue
 		}
-		_, unit, wu := s.kronErrors(c, catalog.Laplace)
-		coef[t], weighted[t] = math.Max(unit, 0), math.Max(wu, 0)
+		ms.coef[t], ms.wcoef[t], ms.choice[t] = unit, math.Max(weighted, 0), c
 	}
-	return coef, weighted, choice
+	return ms
 }
 
-// marginalCandidate is one weighting of a union of marginals.
+// marginalCandidate is one blocks strategy with its exact errors.
 type marginalCandidate struct {
-	name    string
-	sets    []uint
-	weights []float64
-	lambda  []float64
-	sens    float64
-	unit    float64 // Σ_T coef_T/λ_T: the error per unit noise variance
-	// weighted is unit with answerWeights' weights: what Choose minimises.
-	weighted float64
+	name      string
+	blocks    []MarginalBlock
+	lambda    []float64 // λ̃ of the calibrated blocks
+	unit      float64   // Δ²·Σ_T a_T/λ̃_T at unit noise (Candidate.Unit)
+	total     float64   // Σ_T a_T/λ̃_T: the expected total squared error
+	objective float64   // the same with the weighted coefficients
+	tables    [][]int   // maximal column sets the blocks read
+	cells     float64   // cells of those tables
 }
 
-// marginalCandidates plans unions of marginals for a workload whose
-// queries touch different column sets: the supports themselves with equal
-// weights, and weights over every subset optimised for the workload
-// (OPT_M's objective with the workload's own coefficients), rounded to
-// integers with no increase in sensitivity.
-func (s *space) marginalCandidates(fam catalog.NoiseFamily, deadline time.Time) ([]marginalCandidate, []float64, [][]int) {
-	sets := s.supports()
-	if sets == nil {
-		return nil, nil, nil
+// marginalCandidates plans blocks for the workload: marginal blocks on the
+// supports with equal shares, residual blocks in closed form for the
+// planning objective, and (Laplace) marginal and residual blocks
+// optimised together. Every candidate's blocks are calibrated at opt and
+// its errors are exact.
+func (s *space) marginalCandidates(opt Options, maxCells float64, deadline time.Time) (*marginalSpace, []marginalCandidate) {
+	ms := s.newMarginalSpace(maxCells)
+	if ms == nil {
+		return nil, nil
 	}
-	sizes := s.w.Sizes()
-	coef, wcoef, choice := s.marginalCoefficients(sets)
-	a := newMarginalAlgebraCoef(sizes, wcoef)
-	unweighted := newMarginalAlgebraCoef(sizes, coef)
-	l2 := fam == catalog.Gaussian
-	m := 1 << a.d
-	build := func(prefix string, v []float64) (marginalCandidate, bool) {
-		c := marginalCandidate{lambda: a.lambda(v)}
-		c.unit, c.weighted = unweighted.unit(c.lambda), a.unit(c.lambda)
-		if math.IsInf(c.unit, 0) || math.IsNaN(c.unit) || math.IsInf(c.weighted, 0) || math.IsNaN(c.weighted) {
-			return c, false
-		}
-		var parts []string
-		for t := 0; t < m; t++ {
-			if v[t] == 0 {
-				continue
-			}
-			c.sets = append(c.sets, uint(t))
-			c.weights = append(c.weights, v[t])
-			var cols []string
-			for j := range s.cols {
-				if t&(1<<j) != 0 {
-					cols = append(cols, s.w.Columns[j].Name)
-				}
-			}
-			if len(cols) == 0 {
-				cols = []string{"total"}
-			}
-			part := strings.Join(cols, "×")
-			if prefix != "marginals" {
-				part += fmt.Sprintf(":%g", v[t])
-			}
-			parts = append(parts, part)
-		}
-		if c.sens = weightNorm(c.weights, l2); l2 {
-			c.sens = math.Sqrt(c.sens)
-		}
-		c.name = prefix + "(" + strings.Join(parts, ", ") + ")"
-		return c, true
+	f := ms.f
+	gauss := opt.Noise == catalog.Gaussian
+	names := make([]string, len(s.w.Columns))
+	for j, c := range s.w.Columns {
+		names[j] = c.Name
 	}
 	var out []marginalCandidate
-	eq := make([]float64, m)
-	for _, t := range sets {
-		eq[t] = 1
-	}
-	if c, ok := build("marginals", eq); ok {
+	build := func(prefix string, vars []blockVar, v []float64, shares bool) {
+		vars, v = ms.prune(vars, v, gauss)
+		blocks, err := f.calibrateBlocks(vars, v, opt)
+		if err != nil {
+			return
+		}
+		c := marginalCandidate{blocks: blocks, lambda: f.blockLambda(blocks)}
+		c.total, c.objective = unitError(ms.coef, c.lambda), unitError(ms.wcoef, c.lambda)
+		if math.IsInf(c.total, 0) || math.IsNaN(c.total) || math.IsInf(c.objective, 0) || math.IsNaN(c.objective) {
+			return
+		}
+		c.tables, c.cells = blockTables(f, blocks)
+		c.unit = f.objective(ms.coef, vars, v, gauss)
+		show := v
+		if gauss {
+			show = make([]float64, len(v))
+			for i, x := range v {
+				show[i] = x * x // the share of ρ
+			}
+		}
+		c.name = prefix + "(" + f.blocksName(names, vars, show, shares) + ")"
 		out = append(out, c)
 	}
-	v := a.optimiseWeights(sets, l2, deadline)
-	k := roundMarginalWeights(a, v, l2)
-	if c, ok := build("opt-marginals", k); ok {
-		// A common factor of the weights changes nothing (Δ and √λ scale
-		// together): divide it out so the weights read small.
-		g := 0.0
-		for _, x := range c.weights {
-			g = gcd(g, x)
+	eqVars := make([]blockVar, len(ms.supports))
+	eq := make([]float64, len(ms.supports))
+	for i, t := range ms.supports {
+		eqVars[i], eq[i] = f.marginalVar(t), 1
+	}
+	build("marginals", eqVars, normalised(eq, gauss), false)
+	resVars, res := f.residualOptimum(ms.wcoef, gauss)
+	build("residuals", resVars, res, true)
+	if !gauss {
+		var vars []blockVar
+		for t := range f.sets {
+			vars = append(vars, f.marginalVar(t))
 		}
-		if g > 1 {
-			for i := range c.weights {
-				c.weights[i] /= g
-			}
-			for i := range k {
-				k[i] /= g
-			}
-			c, _ = build("opt-marginals", k)
+		nm := len(vars)
+		vars = append(vars, resVars...)
+		starts := make([][]float64, 4)
+		for i := range starts {
+			starts[i] = make([]float64, len(vars))
 		}
-		if !slices.Equal(k, eq) { // the optimum may be the equal weighting itself
-			out = append(out, c)
+		for _, t := range ms.supports {
+			starts[0][t] = 1
+			starts[2][t] = 1
+		}
+		copy(starts[1][nm:], res)
+		for t := range f.sets {
+			starts[2][t] += 0.05
+		}
+		// Every query's own support, as if each were measured alone.
+		for q := range s.w.Queries {
+			starts[3][f.index[s.querySupport(q)]] = 1
+		}
+		if v := f.optimiseWeights(ms.wcoef, vars, starts, false, deadline); v != nil {
+			build("opt-marginals", vars, v, true)
 		}
 	}
-	return out, coef, choice
+	return ms, out
 }
 
-// roundMarginalWeights rounds optimised weights (Δ(v) = 1) to integers on
-// the coarsest grid whose objective is within 0.1% of the finest grid's:
-// the objective is flat near its optimum, and small weights read better
-// in a strategy's name and the ledger.
-func roundMarginalWeights(a *marginalAlgebra, v []float64, l2 bool) []float64 {
-	finest := float64(gridLaplace)
-	if l2 {
-		finest = gridGauss
-	}
-	objective := func(k []float64) float64 {
-		d := weightNorm(k, l2) // Δ₂², or Δ₁ to be squared
-		if !l2 {
-			d *= d
+// prune drops blocks whose share is negligible (the optimiser leaves tiny
+// weights on blocks it does not need, and every block is a table to count
+// and draws to make): the largest threshold, among 10⁻², 10⁻³, 10⁻⁴ of the
+// largest weight, whose renormalised objective is within 0.1% of the
+// unpruned one.
+func (ms *marginalSpace) prune(vars []blockVar, v []float64, l2 bool) ([]blockVar, []float64) {
+	base := ms.f.objective(ms.wcoef, vars, v, l2)
+	top := slices.Max(v)
+	for _, th := range []float64{1e-2, 1e-3, 1e-4} {
+		var pv []blockVar
+		var pw []float64
+		for b, x := range v {
+			if x > th*top {
+				pv, pw = append(pv, vars[b]), append(pw, x)
+			}
 		}
-		return d * a.unit(a.lambda(k))
-	}
-	best := roundColumn(v, finest, l2, -1)
-	target := objective(best) * (1 + 1e-3)
-	for res := 4.0; res < finest; res *= 2 {
-		k := roundColumn(v, res, l2, -1)
-		if objective(k) <= target {
-			return k
+		pw = normalised(pw, l2)
+		if ms.f.objective(ms.wcoef, pv, pw, l2) <= base*(1+1e-3) {
+			return pv, pw
 		}
 	}
-	return best
+	var pv []blockVar
+	var pw []float64
+	for b, x := range v {
+		if x > 0 {
+			pv, pw = append(pv, vars[b]), append(pw, x)
+		}
+	}
+	return pv, normalised(pw, l2)
 }
 
-func gcd(a, b float64) float64 {
-	for b != 0 {
-		a, b = b, math.Mod(a, b)
+// blockTables lists the maximal column sets among the blocks (each block's
+// table is summed from one of them) and their cells.
+func blockTables(f *subsetFamily, blocks []MarginalBlock) ([][]int, float64) {
+	var sets []colSet
+	for _, b := range blocks {
+		s := f.sets[b.set]
+		if !slices.Contains(sets, s) {
+			sets = append(sets, s)
+		}
 	}
-	return a
+	var tables [][]int
+	cells := 0.0
+	for _, a := range sets {
+		covered := false
+		for _, b := range sets {
+			if a != b && a.subsetOf(b) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			tables = append(tables, a.cols())
+			cells += f.pi[f.index[a]]
+		}
+	}
+	slices.SortFunc(tables, slices.Compare)
+	return tables, cells
 }
 
 // marginalPlanForms prepares the per-answer variance forms of a chosen
-// marginal candidate: one set of pair forms per E_T with λ_T > 0 that any
-// answer has a component on.
-func (s *space) marginalPlanForms(c marginalCandidate, coef []float64, choice [][]int) []marginalForms {
+// candidate: one set of pair forms per E_T that any answer has a
+// component on.
+func (s *space) marginalPlanForms(ms *marginalSpace, c marginalCandidate) []marginalForms {
 	var out []marginalForms
 	for t, lam := range c.lambda {
-		if lam <= 0 || coef[t] == 0 {
+		if lam <= 0 || ms.coef[t] == 0 {
 			continue
 		}
-		mf := marginalForms{lambda: lam, forms: s.pairForms(choice[t])}
-		for j, o := range choice[t] {
+		mf := marginalForms{t: t, lambda: lam, forms: s.pairForms(ms.choice[t])}
+		for j, o := range ms.choice[t] {
 			mf.diags = append(mf.diags, s.cols[j].options[o].diag)
 		}
 		out = append(out, mf)

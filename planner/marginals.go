@@ -4,289 +4,203 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/noise"
 )
 
-// Marginal workloads and strategies.
+// Marginal workloads.
 //
-// Over attributes of sizes n_1..n_d, let P0 = J/n (projection on the
-// constants) and P1 = I − P0 per attribute, and E_T = ⊗_{i∈T}P1 ⊗_{i∉T}P0
-// for T ⊆ [d]: 2^d orthogonal projections of rank r_T = Π_{i∈T}(n_i − 1)
-// summing to I. The marginal on S, M_S = ⊗_{i∈S}I ⊗_{i∉S}1ᵀ, has
-// M_SᵀM_S = Π_{i∉S}n_i · Σ_{T⊆S} E_T. So a workload of marginals (weight 1
-// each) has Gram Σ_T μ_T E_T with μ_T = Σ_{S⊇T} Π_{i∉S}n_i, a strategy of
-// marginals with weights v_S has AᵀA = Σ_T λ_T E_T with
-// λ_T = Σ_{S⊇T} v_S² Π_{i∉S}n_i, and the error per unit noise variance is
-//
-//	trace(WᵀW(AᵀA)⁺) = Σ_T r_T μ_T / λ_T,
-//
-// computed in O(4^d) with no matrix over the N = Π n_i cells. The
-// singular values of W are √μ_T (multiplicity r_T), so the SVD bound is
-// (Σ_T r_T √μ_T)²/N.
+// Over attributes of sizes n_1..n_d (N = Π n_i cells), the marginal on S,
+// M_S = ⊗_{i∈S}I ⊗_{i∉S}1ᵀ, has M_SᵀM_S = (N/π_S)·Σ_{T⊆S} E_T (see
+// residual.go for E_T, π_T, r_T). So a workload of marginals has Gram
+// N·Σ_T μ̃_T·E_T with μ̃_T = Σ_{S⊇T} 1/π_S, its coefficient on E_T is
+// a_T = r_T·μ̃_T (normalised by N), its singular values are √(N·μ̃_T) with
+// multiplicity r_T, and the SVD bound on the error per unit noise variance
+// at unit sensitivity is (Σ_T r_T·√(N·μ̃_T))²/N = (Σ_T √(a_T·r_T))², which
+// residual blocks weighted in closed form meet for Gaussian noise. Every
+// quantity lives on the downward closure of the workload's sets, so
+// planning all 3-way marginals of 100 attributes touches 166,751 sets and
+// never the 10¹⁰⁰ cells.
 
-// MarginalWorkload is a set of marginals (each a bitmask of attributes)
-// over attributes of the given sizes.
+// MarginalWorkload is a set of marginals (each the ascending indexes of its
+// attributes) over attributes of the given sizes.
 type MarginalWorkload struct {
 	Sizes []int
-	Sets  []uint
+	Sets  [][]int
 }
 
-// AllMarginals is every k-way marginal over the attributes.
+// AllMarginals is every k-way marginal over the attributes, in
+// lexicographic order.
 func AllMarginals(sizes []int, k int) MarginalWorkload {
 	w := MarginalWorkload{Sizes: sizes}
 	d := len(sizes)
-	for s := uint(0); s < 1<<d; s++ {
-		if bits.OnesCount(s) == k {
-			w.Sets = append(w.Sets, s)
+	if k < 0 || k > d {
+		return w
+	}
+	c := make([]int, k)
+	for i := range c {
+		c[i] = i
+	}
+	for {
+		w.Sets = append(w.Sets, slices.Clone(c))
+		i := k - 1
+		for i >= 0 && c[i] == d-k+i {
+			i--
+		}
+		if i < 0 {
+			return w
+		}
+		c[i]++
+		for j := i + 1; j < k; j++ {
+			c[j] = c[j-1] + 1
 		}
 	}
-	return w
 }
 
-type marginalAlgebra struct {
-	d     int
-	sizes []int
-	n     float64   // cells
-	r     []float64 // r_T
-	c     []float64 // Π_{i∉S} n_i
-	mu    []float64 // μ_T
-	// coef[T] is the workload's error coefficient on E_T: the error per
-	// unit noise variance is Σ_T coef_T/λ_T. For a union of marginals
-	// coef_T = r_T·μ_T; for any other workload it is Σ_w w·E_T·wᵀ over
-	// the workload's rows (see space.marginalCoefficients).
-	coef []float64
-}
+// maxAllSubsets is the largest number of attributes for which marginal
+// blocks are considered on every subset, not only on the workload's.
+const maxAllSubsets = 10
 
-func newMarginalAlgebra(w MarginalWorkload) *marginalAlgebra {
-	d := len(w.Sizes)
-	a := &marginalAlgebra{d: d, sizes: w.Sizes, n: 1}
-	for _, s := range w.Sizes {
-		a.n *= float64(s)
-	}
-	m := 1 << d
-	a.r, a.c, a.mu = make([]float64, m), make([]float64, m), make([]float64, m)
-	for t := 0; t < m; t++ {
-		a.r[t], a.c[t] = 1, 1
-		for i := 0; i < d; i++ {
-			if t&(1<<i) != 0 {
-				a.r[t] *= float64(w.Sizes[i] - 1)
-			} else {
-				a.c[t] *= float64(w.Sizes[i])
-			}
-		}
-	}
-	for _, s := range w.Sets {
-		for t := int(s); ; t = (t - 1) & int(s) { // subsets of s
-			a.mu[t] += a.c[s]
-			if t == 0 {
-				break
-			}
-		}
-	}
-	a.coef = make([]float64, m)
-	for t := range a.coef {
-		a.coef[t] = a.r[t] * a.mu[t]
-	}
-	return a
-}
-
-// newMarginalAlgebraCoef is the algebra over attributes of the given sizes
-// for a workload known only by its coefficients coef_T.
-func newMarginalAlgebraCoef(sizes []int, coef []float64) *marginalAlgebra {
-	a := newMarginalAlgebra(MarginalWorkload{Sizes: sizes})
-	a.coef = coef
-	return a
-}
-
-// lambda returns λ_T for marginal weights v (indexed by subset).
-func (a *marginalAlgebra) lambda(v []float64) []float64 {
-	m := 1 << a.d
-	lam := make([]float64, m)
-	for s := 0; s < m; s++ {
-		if v[s] == 0 {
-			continue
-		}
-		w := v[s] * v[s] * a.c[s]
-		for t := s; ; t = (t - 1) & s {
-			lam[t] += w
-			if t == 0 {
-				break
-			}
-		}
-	}
-	return lam
-}
-
-// unit is Σ_T coef_T/λ_T (+Inf when some needed λ_T is 0).
-func (a *marginalAlgebra) unit(lam []float64) float64 {
-	e := 0.0
-	for t, c := range a.coef {
-		if c == 0 {
-			continue
-		}
-		if lam[t] <= 0 {
-			return math.Inf(1)
-		}
-		e += c / lam[t]
-	}
-	return e
-}
-
-func (a *marginalAlgebra) svdBound() float64 {
-	s := 0.0
-	for t, mu := range a.mu {
-		if mu > 0 {
-			s += a.r[t] * math.Sqrt(mu)
-		}
-	}
-	return s * s / a.n
-}
-
-// optimiseWeights minimises Δ(v)²·Σ_T coef_T/λ_T(v) over v ≥ 0, where a
-// weighted union of marginals has largest column norm Δ = Σ_S v_S (L1,
-// Laplace: OPT_M's objective) or √Σ_S v_S² (L2, Gaussian), from several
-// starts, and returns the best v normalised to Δ = 1.
-func (a *marginalAlgebra) optimiseWeights(sets []uint, l2 bool, deadline time.Time) []float64 {
-	m := 1 << a.d
-	f := func(v, grad []float64) float64 {
-		sum := weightNorm(v, l2) // Δ (L1) or Δ² (L2)
-		lam := a.lambda(v)
-		e := a.unit(lam)
-		if math.IsInf(e, 1) || sum == 0 {
-			for i := range grad {
-				grad[i] = 0
-			}
-			return math.Inf(1)
-		}
-		// ∂e/∂v_S = −2 v_S c_S Σ_{T⊆S} coef_T/λ_T².
-		for s := 0; s < m; s++ {
-			acc := 0.0
-			for t := s; ; t = (t - 1) & s {
-				if a.coef[t] > 0 {
-					acc += a.coef[t] / (lam[t] * lam[t])
-				}
-				if t == 0 {
-					break
-				}
-			}
-			de := -2 * v[s] * a.c[s] * acc
-			if l2 {
-				grad[s] = 2*v[s]*e + sum*de
-			} else {
-				grad[s] = 2*sum*e + sum*sum*de
-			}
-		}
-		if l2 {
-			return sum * e
-		}
-		return sum * sum * e
-	}
-	var best []float64
-	bestF := math.Inf(1)
-	starts := [][]float64{make([]float64, m), make([]float64, m), make([]float64, m)}
-	for _, s := range sets {
-		starts[0][s] = 1
-		starts[1][s] = 1
-	}
-	for s := 0; s < m; s++ {
-		starts[1][s] += 0.05
-		starts[2][s] = 1 / (1 + float64(bits.OnesCount(uint(s))))
-	}
-	for _, v := range starts {
-		if time.Now().After(deadline) && best != nil {
-			break
-		}
-		fv, _ := projLBFGS(f, v, projOpts{maxIter: 2000, relTol: 1e-10, patience: 30, deadline: deadline})
-		if fv < bestF {
-			bestF, best = fv, slices.Clone(v)
-		}
-	}
-	norm := weightNorm(best, l2)
-	if l2 {
-		norm = math.Sqrt(norm)
-	}
-	for i := range best {
-		best[i] /= norm
-	}
-	return best
-}
-
-// weightNorm is Σ v (L1) or Σ v² (L2) over non-negative weights: a
-// weighted union of marginals' Δ₁, or its Δ₂².
-func weightNorm(v []float64, l2 bool) float64 {
-	s := 0.0
-	for _, x := range v {
-		if l2 {
-			s += x * x
-		} else {
-			s += x
-		}
-	}
-	return s
-}
-
-// roundWeights turns real weights (Σ = 1) into integers with Σ ≤ K.
-func roundWeights(v []float64, k float64) []float64 {
-	keep := -1
-	return roundColumn(v, k, false, keep)
-}
-
-// ChooseMarginals plans a marginal workload: the identity (every cell), the
-// workload's own marginals with equal weights, and optimised weights over
-// all marginals — for Laplace a local optimum of (Σv)²Σ_T r_Tμ_T/λ_T (the
-// objective of HDMM's OPT_M), for Gaussian the closed-form optimum
-// λ_T ∝ √μ_T, which meets the SVD bound (measured through integer
-// pairwise-difference blocks, see gaussMarginal).
+// ChooseMarginals plans a marginal workload with every candidate computed
+// in the residual algebra: the identity (every cell), the workload's own
+// marginals with equal shares, residual blocks weighted in closed form
+// (Gaussian: at the SVD bound), for Laplace an optimised mix of marginal
+// and residual blocks (OPT_M's objective, projected L-BFGS within the
+// Planner's budget), and residual blocks weighted for the largest cell
+// variance (a certified minimax). Errors are exact at opt's ε or ρ (each
+// block's discrete noise); Unit is the error per unit noise variance at
+// unit sensitivity, comparable with the SVD bound.
 func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	if len(w.Sizes) == 0 || len(w.Sizes) > 20 {
-		return nil, fmt.Errorf("planner: marginal workloads need 1..20 attributes")
+	d := len(w.Sizes)
+	if d == 0 || d > maxSetColumns || len(w.Sets) == 0 {
+		return nil, fmt.Errorf("planner: marginal workloads need 1..%d attributes and at least one marginal", maxSetColumns)
+	}
+	for _, n := range w.Sizes {
+		if n < 1 {
+			return nil, fmt.Errorf("planner: attribute size %d", n)
+		}
 	}
 	start := time.Now()
-	a := newMarginalAlgebra(w)
-	gauss := opt.Noise == catalog.Gaussian
-	plan := &GramPlan{Options: opt, SVDBound: a.svdBound()}
-	add := func(name string, sens, unit float64, t0 time.Time) {
-		_, _, v := calibrate(opt, sens)
-		plan.Candidates = append(plan.Candidates, Candidate{Name: name, Sensitivity: sens,
-			TotalSquaredError: v * unit, Unit: sens * sens * unit, Seconds: time.Since(t0).Seconds()})
-	}
-	m := 1 << a.d
-	// Identity: λ_T = 1.
-	t0 := time.Now()
-	full := make([]float64, m)
-	full[m-1] = 1
-	add("identity", 1, a.unit(a.lambda(full)), t0)
-	// The workload's marginals.
-	t0 = time.Now()
-	eq := make([]float64, m)
-	for _, s := range w.Sets {
-		eq[s] = 1
-	}
-	sens := float64(len(w.Sets))
-	if gauss {
-		sens = math.Sqrt(sens)
-	}
-	add("marginals", sens, a.unit(a.lambda(eq)), t0)
-	t0 = time.Now()
-	if gauss {
-		sens, unit, _ := a.gaussMarginal()
-		add("opt-marginals-gauss", sens, unit, t0)
-	} else {
-		v := a.optimiseWeights(w.Sets, false, pl.optimiseDeadline(64, 1))
-		k := roundWeights(v, gridLaplace)
-		s := 0.0
-		for _, x := range k {
-			s += x
+	gens := make([]colSet, len(w.Sets))
+	for i, s := range w.Sets {
+		for _, j := range s {
+			if j < 0 || j >= d {
+				return nil, fmt.Errorf("planner: marginal %v names attribute %d of %d", s, j, d)
+			}
 		}
-		add("opt-marginals", s, a.unit(a.lambda(k)), t0)
+		gens[i] = setOf(s...)
 	}
+	all := gens
+	if d <= maxAllSubsets {
+		var every colSet
+		for j := 0; j < d; j++ {
+			every = every.with(j)
+		}
+		all = append(slices.Clone(gens), every)
+	}
+	f, err := newSubsetFamily(w.Sizes, all)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]int, len(gens))
+	ones := make([]float64, len(gens))
+	for i, g := range gens {
+		ws[i], ones[i] = f.index[g], 1
+	}
+	coef := f.marginalCoefficients(ws, ones)
+	svd := 0.0
+	for t, a := range coef {
+		svd += math.Sqrt(a * f.r[t])
+	}
+	gauss := opt.Noise == catalog.Gaussian
+	plan := &GramPlan{Options: opt, SVDBound: svd * svd}
+	add := func(name string, vars []blockVar, v []float64, gap float64, t0 time.Time) {
+		blocks, err := f.calibrateBlocks(vars, v, opt)
+		if err != nil {
+			return
+		}
+		lam := f.blockLambda(blocks)
+		total := unitError(coef, lam)
+		if math.IsInf(total, 0) || math.IsNaN(total) {
+			return
+		}
+		plan.Candidates = append(plan.Candidates, Candidate{Name: name, Sensitivity: 1, TotalSquaredError: total,
+			Unit: f.objective(coef, vars, v, gauss), Objective: total, MaxVariance: slices.Max(f.marginalVariances(ws, lam)),
+			Gap: gap, Seconds: time.Since(t0).Seconds()})
+	}
+
+	// Identity: one draw per cell, λ̃_T = 1/(N·V) on every T.
+	t0 := time.Now()
+	cells := 1.0
+	for _, n := range w.Sizes {
+		cells *= float64(n)
+	}
+	if !math.IsInf(cells, 0) {
+		_, _, v := calibrate(opt, 1)
+		sum, worst := 0.0, 0.0
+		for _, a := range coef {
+			sum += a
+		}
+		for _, s := range ws {
+			worst = math.Max(worst, cells/f.pi[s])
+		}
+		plan.Candidates = append(plan.Candidates, Candidate{Name: "identity", Sensitivity: 1, TotalSquaredError: v * cells * sum,
+			Unit: cells * sum, Objective: v * cells * sum, MaxVariance: v * worst, Seconds: time.Since(t0).Seconds()})
+	}
+
+	// The workload's marginals, equal shares.
+	t0 = time.Now()
+	eqVars := make([]blockVar, len(ws))
+	eq := make([]float64, len(ws))
+	for i, s := range ws {
+		eqVars[i], eq[i] = f.marginalVar(s), 1
+	}
+	eq = normalised(eq, gauss)
+	add("marginals", eqVars, eq, 0, t0)
+
+	// Residual blocks in closed form.
+	t0 = time.Now()
+	resVars, res := f.residualOptimum(coef, gauss)
+	add("residuals", resVars, res, 0, t0)
+
+	// Laplace: marginal and residual blocks together, optimised.
+	if !gauss {
+		t0 = time.Now()
+		var vars []blockVar
+		for s := range f.sets {
+			vars = append(vars, f.marginalVar(s))
+		}
+		nm := len(vars)
+		vars = append(vars, resVars...)
+		starts := make([][]float64, 4)
+		for i := range starts {
+			starts[i] = make([]float64, len(vars))
+		}
+		for _, s := range ws {
+			starts[0][s] = 1
+			starts[2][s] = 1
+		}
+		copy(starts[1][nm:], res)
+		for s := range f.sets {
+			starts[2][s] += 0.05
+			starts[3][s] = 1 / (1 + float64(f.sets[s].len()))
+		}
+		if v := f.optimiseWeights(coef, vars, starts, false, time.Now().Add(pl.budget())); v != nil {
+			add("opt-marginals", vars, v, 0, t0)
+		}
+	}
+
+	// Residual blocks weighted for the largest cell variance.
+	t0 = time.Now()
+	mmVars, mm, gap := f.minimaxResiduals(ws, gauss, time.Now().Add(pl.budget()))
+	add("residuals-maxvar", mmVars, mm, gap, t0)
+
 	slices.SortStableFunc(plan.Candidates, func(x, y Candidate) int {
 		return cmp.Compare(x.TotalSquaredError, y.TotalSquaredError)
 	})
@@ -294,35 +208,13 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 	return plan, nil
 }
 
-// gaussMarginal is the Gaussian-optimal marginal strategy. Per attribute
-// let D_i be the matrix of all pairwise differences e_x − e_y (x < y): its
-// rows are orthogonal to the constants and D_iᵀD_i = n_i·I − J = n_i·P1
-// exactly, with every column of squared norm n_i − 1. Block T measures
-// w_T·(⊗_{i∈T}D_i ⊗_{i∉T}1ᵀ) (integer entries 0, ±w_T), and
-//
-//	AᵀA = Σ_T w_T² Π_{i∈T}n_i Π_{i∉T}n_i E_T = N·Σ_T w_T² E_T,
-//	error/σ² = Σ_T r_T μ_T/(N w_T²),   Δ₂² = Σ_T w_T² r_T,
-//
-// minimised by w_T² ∝ √μ_T with value (Σ_T r_T√μ_T)²/N: the SVD bound,
-// reached up to the rounding of the integer weights w_T (≈ 10⁻⁷). Blocks
-// have Π_{i∈T} n_i(n_i−1)/2 rows, so measuring is practical only for
-// short attributes; planning is O(4^d) for any domain.
-func (a *marginalAlgebra) gaussMarginal() (sens, unit float64, weights []float64) {
-	m := 1 << a.d
-	top := 0.0
-	for t := 0; t < m; t++ {
-		top = math.Max(top, a.mu[t])
+// calibratable reports whether noise for sensitivity sens under opt has a
+// representable parameter: a scale below noise.MaxScale, exactly what
+// noise.RationalAtLeast, and so the samplers, take.
+func calibratable(opt Options, sens float64) bool {
+	x := sens / opt.Epsilon
+	if opt.Noise == catalog.Gaussian {
+		x = sens * sens / (2 * opt.Rho)
 	}
-	s2, e := 0.0, 0.0
-	weights = make([]float64, m)
-	for t := 0; t < m; t++ {
-		if a.mu[t] == 0 {
-			continue
-		}
-		w := math.Max(1, math.Round(gridGauss*math.Sqrt(math.Sqrt(a.mu[t]/top))))
-		weights[t] = w
-		s2 += w * w * a.r[t]
-		e += a.r[t] * a.mu[t] / (a.n * w * w)
-	}
-	return math.Sqrt(s2), e, weights
+	return x > 0 && x < noise.MaxScale
 }

@@ -569,44 +569,6 @@ func strategyByName(t *testing.T, pl *Planner, g Gram, fam catalog.NoiseFamily, 
 	return nil
 }
 
-// marginalRows is the dense marginal matrix M_S over sizes (row-major
-// cells, last attribute fastest).
-func marginalRows(sizes []int, s uint) *mat.Dense {
-	var m *mat.Dense
-	for i, n := range sizes {
-		var f *mat.Dense
-		if s&(1<<i) != 0 {
-			f = mat.NewDense(n, n, nil)
-			for k := 0; k < n; k++ {
-				f.Set(k, k, 1)
-			}
-		} else {
-			f = mat.NewDense(1, n, ones(n))
-		}
-		if m == nil {
-			m = f
-			continue
-		}
-		var k mat.Dense
-		k.Kronecker(m, f)
-		m = &k
-	}
-	return m
-}
-
-// pairDiffs is the all-pairwise-differences matrix of one attribute.
-func pairDiffs(n int) *mat.Dense {
-	var rows [][]float64
-	for x := 0; x < n; x++ {
-		for y := x + 1; y < n; y++ {
-			r := make([]float64, n)
-			r[x], r[y] = 1, -1
-			rows = append(rows, r)
-		}
-	}
-	return denseRowsOf(rows, n)
-}
-
 func stack(blocks []*mat.Dense) *mat.Dense {
 	var out *mat.Dense
 	for _, b := range blocks {
@@ -619,83 +581,6 @@ func stack(blocks []*mat.Dense) *mat.Dense {
 		out = &s
 	}
 	return out
-}
-
-// The marginal algebra's errors agree with dense computations: the
-// workload's marginals, optimised Laplace weights, and the Gaussian
-// pairwise-difference blocks (whose error must meet the SVD bound).
-func TestMarginalsMatchDense(t *testing.T) {
-	sizes := []int{3, 4, 2}
-	for _, k := range []int{1, 2} {
-		w := AllMarginals(sizes, k)
-		var wb []*mat.Dense
-		for _, s := range w.Sets {
-			wb = append(wb, marginalRows(sizes, s))
-		}
-		g := gramOf(stack(wb))
-		a := newMarginalAlgebra(w)
-		// Workload marginals.
-		if got, want := float64(len(w.Sets))*float64(len(w.Sets))*a.unit(a.lambda(indicator(w.Sets, 1<<len(sizes)))), denseError(g, stack(wb), false); relErr(got, want) > 1e-9 {
-			t.Fatalf("k=%d marginals: %v vs dense %v", k, got, want)
-		}
-		// Optimised Laplace weights, rounded.
-		v := a.optimiseWeights(w.Sets, false, time.Now().Add(time.Second))
-		kw := roundWeights(v, 97)
-		var sb []*mat.Dense
-		sum := 0.0
-		for s, x := range kw {
-			if x != 0 {
-				m := marginalRows(sizes, uint(s))
-				m.Scale(x, m)
-				sb = append(sb, m)
-				sum += x
-			}
-		}
-		if got, want := sum*sum*a.unit(a.lambda(kw)), denseError(g, stack(sb), false); relErr(got, want) > 1e-9 {
-			t.Fatalf("k=%d optimised: %v vs dense %v", k, got, want)
-		}
-		// Gaussian blocks.
-		sens, unit, wts := a.gaussMarginal()
-		var gb []*mat.Dense
-		for tset, x := range wts {
-			if x == 0 {
-				continue
-			}
-			var blk *mat.Dense
-			for i, n := range sizes {
-				var f *mat.Dense
-				if tset&(1<<i) != 0 {
-					f = pairDiffs(n)
-				} else {
-					f = mat.NewDense(1, n, ones(n))
-				}
-				if blk == nil {
-					blk = f
-					continue
-				}
-				var kk mat.Dense
-				kk.Kronecker(blk, f)
-				blk = &kk
-			}
-			blk.Scale(x, blk)
-			gb = append(gb, blk)
-		}
-		ga := stack(gb)
-		if want := denseError(g, ga, true); relErr(sens*sens*unit, want) > 1e-9 {
-			t.Fatalf("k=%d gauss: %v vs dense %v", k, sens*sens*unit, want)
-		}
-		if relErr(sens*sens*unit, a.svdBound()) > 1e-5 {
-			t.Fatalf("k=%d gauss: %v, SVD bound %v", k, sens*sens*unit, a.svdBound())
-		}
-	}
-}
-
-func indicator(sets []uint, m int) []float64 {
-	v := make([]float64, m)
-	for _, s := range sets {
-		v[s] = 1
-	}
-	return v
 }
 
 func dashTable() *catalog.Table {

@@ -24,16 +24,38 @@ const (
 	// Kronecker measures A = A_1 ⊗ … ⊗ A_d and reconstructs the histogram by
 	// least squares, x̂ = A⁺y; every answer is w·x̂.
 	Kronecker
-	// Marginal measures a weighted union of marginals (MarginalStrategy)
-	// and reconstructs the histogram by least squares.
+	// Marginal measures marginal and residual blocks (MarginalStrategy),
+	// each from the table of its own columns with its own noise, and
+	// answers every query from the generalised least-squares estimate of
+	// the marginal on its columns.
 	Marginal
 )
 
-// Options are the privacy parameters of one batch.
+// Options are the privacy parameters of one batch and what its plan
+// minimises.
 type Options struct {
 	Noise   catalog.NoiseFamily
 	Epsilon float64 // Laplace: ε of the whole batch
 	Rho     float64 // Gaussian: ρ of the whole batch
+	// Objective is what the strategy minimises; the zero value is
+	// ObjectiveFair.
+	Objective Objective
+	// MaxCells bounds the histograms a plan may have counted: a plan over
+	// a product domain larger than this is measured from the marginals of
+	// the queries' own column sets instead (Plan.Tables), and a batch whose
+	// tables still exceed it is refused (CellsError). Zero means
+	// DefaultMaxCells.
+	MaxCells float64
+}
+
+// DefaultMaxCells is Options.MaxCells when unset.
+const DefaultMaxCells = 10_000_000
+
+func (o Options) maxCells() float64 {
+	if o.MaxCells > 0 {
+		return o.MaxCells
+	}
+	return DefaultMaxCells
 }
 
 // Candidate is a strategy the planner considered, with its expected total
@@ -50,12 +72,18 @@ type Candidate struct {
 	// Seconds is the time spent building or optimising the candidate's
 	// strategies (zero for a cache hit).
 	Seconds float64
-	// Gap is, for a certified Gaussian optimum, Unit/(dual lower bound) − 1.
+	// Gap is a certified relative duality gap of the candidate's own
+	// objective, zero when there is none: for a Gaussian optimum,
+	// Unit/(dual lower bound) − 1; for a max-variance marginal strategy,
+	// its largest variance over the minimax lower bound, − 1.
 	Gap float64
-	// Objective is what Choose minimises: TotalSquaredError with each
-	// answer weighted as answerWeights says (equal to it unless the batch
-	// has an AVG).
+	// Objective is what Choose minimises (see Options.Objective): the
+	// total error with each answer weighted by answerWeights.
 	Objective float64
+	// MaxVariance is the largest expected squared error of one answer,
+	// where the planner computed it (marginal workloads, chosen plans);
+	// zero otherwise.
+	MaxVariance float64
 }
 
 // Plan is a chosen strategy with its noise calibration. Every answer's
@@ -67,15 +95,28 @@ type Plan struct {
 	Name     string
 	// Factors are the per-column matrices of a Kronecker plan.
 	Factors []*ColumnStrategy
-	// Marginals is a Marginal plan's strategy.
+	// Marginals is a Marginal plan's strategy: blocks with their own noise.
 	Marginals *MarginalStrategy
+	// Tables, when set, are the column sets whose histograms exec counts,
+	// each over only those columns (Marginal plans; Direct plans whose
+	// product domain is over Options.MaxCells); nil means the histogram
+	// over the product domain of all the workload's columns.
+	Tables [][]int
 	// Scale[q][a] is the integer factor a Direct plan multiplies row (q, a) by
 	// so that its measurement is integer; the answer divides it back out.
 	Scale [][]float64
+	// AggNoise, when set, gives each aggregate of a Direct plan its own
+	// noise and share of the batch's ε or ρ (see DirectNoise); nil means
+	// one noise for the stacked rows (NoiseNum/NoiseDen, Sensitivity).
+	AggNoise [][]DirectNoise
 	// Sensitivity is Δ₁ (Laplace) or Δ₂ (Gaussian) of the measured matrix.
+	// A Marginal plan's blocks are calibrated one by one (MarginalBlock);
+	// its Sensitivity is 1, the norm of the blocks stacked with weights
+	// equal to their shares.
 	Sensitivity float64
 	// NoiseNum/NoiseDen is the Laplace scale t = Δ₁/ε, or the Gaussian
-	// variance parameter σ² = Δ₂²/(2ρ), rounded up to a rational.
+	// variance parameter σ² = Δ₂²/(2ρ), rounded up to a rational (zero for
+	// Marginal plans, whose blocks carry their own).
 	NoiseNum, NoiseDen uint64
 	// NoiseVariance is the exact variance of one discrete noise draw.
 	NoiseVariance float64
@@ -86,10 +127,13 @@ type Plan struct {
 	// reconstruction depends on it; see gridLaplace for the accounting.
 	Grid       float64
 	Candidates []Candidate
+	// MaxVariance is the largest expected squared error of any answer.
+	MaxVariance float64
 
 	forms  [][]*pairForms // Kronecker: per query, per aggregate
 	diags  [][]float64    // Kronecker: diag((A_jᵀA_j)⁻¹) per factor
 	mforms []marginalForms
+	mspace *marginalSpace
 }
 
 // TotalSquaredError is the expected sum of squared errors over every answer.
@@ -116,16 +160,19 @@ func (p *Plan) Objective() float64 {
 // Variance is the exact expected squared error of aggregate a of query q in
 // the group whose cell indexes (one per group column) are group.
 func (p *Plan) Variance(q, a int, group []int) float64 {
-	if p.Kind == Direct {
+	switch p.Kind {
+	case Direct:
 		k := p.Scale[q][a]
+		if p.AggNoise != nil {
+			return p.AggNoise[q][a].Variance / (k * k)
+		}
 		return p.NoiseVariance / (k * k)
-	}
-	if p.Kind == Marginal {
+	case Marginal:
 		v := 0.0
 		for _, mf := range p.mforms {
 			v += mf.forms[q][a].at(p.Workload, mf.diags, group) / mf.lambda
 		}
-		return p.NoiseVariance * v
+		return v
 	}
 	return p.NoiseVariance * p.forms[q][a].at(p.Workload, p.diags, group)
 }
@@ -142,13 +189,28 @@ func Choose(w *compile.Workload, opt Options) (*Plan, error) {
 // OneOffBudget is the optimisation budget of the package-level Choose.
 const OneOffBudget = 100 * time.Millisecond
 
-// Choose picks the least-error strategy for w under opt: the workload
-// itself (Direct), or a Kronecker product of per-column strategies chosen
-// from the integer families and, where the column is long enough to
-// benefit and the budget allows, strategies optimised for the column's
-// effective Gram matrix (p-Identity for Laplace, the certified convex
-// optimum for Gaussian), refined by a few rounds of coordinate descent.
-// Every candidate's expected error is exact.
+// CellsError refuses a batch whose histograms would exceed the cell limit
+// even measured in marginal space. Its message depends only on the
+// workload's shape and the catalog.
+type CellsError struct {
+	Cells, Limit float64
+}
+
+func (e *CellsError) Error() string {
+	return fmt.Sprintf("the batch needs histograms of %.4g cells, more than the table's limit of %.4g; group by fewer or coarser columns, or split the batch", e.Cells, e.Limit)
+}
+
+// Choose picks the strategy for w under opt that minimises opt.Objective:
+// the workload itself (Direct), a Kronecker product of per-column
+// strategies chosen from the integer families and, where the column is
+// long enough to benefit and the budget allows, strategies optimised for
+// the column's effective Gram matrix (p-Identity for Laplace, the
+// certified convex optimum for Gaussian), refined by a few rounds of
+// coordinate descent; and, when the queries touch different column sets,
+// marginal and residual blocks (marginal_plan.go). Every candidate's
+// expected error is exact. Plans over a product domain beyond
+// opt.MaxCells never count it: Kronecker products are not considered,
+// and the rest are measured from the queries' own column sets.
 func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
@@ -158,88 +220,189 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 		p.Workload = w
 		return p, nil
 	}
+	var best *Plan
+	var err error
+	if opt.Objective == ObjectiveMaxVariance {
+		best, err = pl.chooseMinMax(w, opt)
+	} else {
+		best, _, err = pl.choose(w, opt, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl.storePlan(key, best)
+	return best, nil
+}
+
+// choose is one planning pass with the given per-answer weights (nil:
+// answerWeights of opt.Objective). With ObjectiveMaxVariance it returns the
+// finalist with the least largest variance, and the per-aggregate largest
+// variances of the weighted optimum, which steer chooseMinMax.
+func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64) (*Plan, [][]float64, error) {
 	deadline := time.Now().Add(pl.budget())
 	s := newSpace(w)
+	if weights == nil {
+		weights = s.answerWeights(opt)
+	}
+	s.weight = weights
 	gauss := opt.Noise == catalog.Gaussian
+	maxCells := opt.maxCells()
+	wide := productCells(w.Sizes()) > maxCells
 	best := &Plan{Workload: w, Options: opt, Grid: 1}
 	bestErr := math.Inf(1)
-	tooSmall := false // a candidate's noise scale was beyond noise.MaxScale
-	consider := func(name string, sens, unitErr, weighted float64) {
+	var finish func(p *Plan) error
+	applies := map[string]func(p *Plan) error{}
+	add := func(c Candidate, apply func(p *Plan) error) {
+		if math.IsInf(c.Objective, 0) || math.IsNaN(c.Objective) || math.IsInf(c.TotalSquaredError, 0) || math.IsNaN(c.TotalSquaredError) {
+			return
+		}
+		if _, dup := applies[c.Name]; dup {
+			return
+		}
+		applies[c.Name] = apply
+		best.Candidates = append(best.Candidates, c)
+		if c.Objective < bestErr {
+			bestErr, best.Name, finish = c.Objective, c.Name, apply
+		}
+	}
+	// consider adds a candidate measured with one noise draw per row at
+	// sensitivity sens.
+	tooSmall := false // a candidate's noise scale was beyond what the samplers take
+	consider := func(name string, sens, unitErr, weighted float64, apply func(p *Plan) error) {
 		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
 			return
 		}
-		num, den, v := calibrate(opt, sens)
-		if math.IsInf(v, 1) {
+		if !calibratable(opt, sens) {
 			tooSmall = true
 			return
 		}
-		total, obj := v*unitErr, v*weighted
-		best.Candidates = append(best.Candidates, Candidate{Name: name, Sensitivity: sens, TotalSquaredError: total,
-			Unit: sens * sens * unitErr, Objective: obj})
-		if obj < bestErr {
-			bestErr = obj
-			best.Name, best.Sensitivity, best.NoiseNum, best.NoiseDen, best.NoiseVariance = name, sens, num, den, v
-		}
+		num, den, v := calibrate(opt, sens)
+		add(Candidate{Name: name, Sensitivity: sens, TotalSquaredError: v * unitErr, Unit: sens * sens * unitErr, Objective: v * weighted},
+			func(p *Plan) error {
+				p.Sensitivity, p.NoiseNum, p.NoiseDen, p.NoiseVariance = sens, num, den, v
+				return apply(p)
+			})
 	}
 
-	// The workload itself.
-	scale, sens, ok := s.direct(opt.Noise)
-	if ok {
+	// The workload itself: one noise for the stacked rows, or one per
+	// aggregate.
+	var tables [][]int
+	cells := 0.0
+	if wide {
+		tables, cells = s.queryTables()
+	}
+	stacked := math.Inf(1) // the stacked direct plan's objective
+	if scale, sens, ok := s.direct(opt.Noise); ok && cells <= maxCells {
 		unit, weighted := s.directError(scale)
-		consider("workload", sens, unit, weighted)
+		if calibratable(opt, sens) {
+			_, _, v := calibrate(opt, sens)
+			stacked = v * weighted
+		}
+		consider("workload", sens, unit, weighted, func(p *Plan) error {
+			p.Kind, p.Scale, p.Tables = Direct, scale, tables
+			return nil
+		})
+		// For the largest variance, every row at its least integer scale
+		// (equal shares of one noise) is often the best direct plan.
+		if base, _, ok := s.directBase(); ok && opt.Objective == ObjectiveMaxVariance && !slices.EqualFunc(base, scale, slices.Equal) {
+			sens := s.directSensitivity(base, gauss)
+			unit, weighted := s.directError(base)
+			consider("workload-unscaled", sens, unit, weighted, func(p *Plan) error {
+				p.Kind, p.Scale, p.Tables = Direct, base, tables
+				return nil
+			})
+		}
 	}
-	directName := "workload"
+	if noises, scale, unit, weighted, ok := s.directSplit(opt); ok && cells <= maxCells && s.aggregates() > 1 && weighted < stacked*(1-1e-6) {
+		add(Candidate{Name: "workload-split", Sensitivity: 1, TotalSquaredError: unit, Objective: weighted}, func(p *Plan) error {
+			p.Kind, p.Scale, p.Tables, p.AggNoise, p.Sensitivity = Direct, scale, tables, noises, 1
+			return nil
+		})
+	}
 
-	// Kronecker products of per-column strategies.
-	choice, cur := s.searchKronecker(opt.Noise, func(c []int) {
-		sens, unit, weighted := s.kronErrors(c, opt.Noise)
-		consider(s.kronName(c), sens, unit, weighted)
-	})
-	// Optimised per-column strategies, by coordinate descent from the best
-	// enumerated product: column j's error, the others fixed, is
-	// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram).
-	if cur != nil {
-		curScore := s.score(cur, opt.Noise)
-		for round := 0; round < 3 && time.Now().Before(deadline); round++ {
-			improved := false
-			for j := range s.cols {
-				if !s.worthOptimising(j) || !time.Now().Before(deadline) {
-					continue
-				}
-				g := s.effectiveGram(j, cur, gauss)
-				dl := pl.optimiseDeadline(s.cols[j].n, 1)
-				if dl.After(deadline) {
-					dl = deadline
-				}
-				o, _, err := pl.optimised(g, opt.Noise, dl)
+	// Kronecker products of per-column strategies, over the product domain.
+	var choice map[string][]int
+	kron := func(c []int) func(p *Plan) error {
+		return func(p *Plan) error {
+			p.Kind = Kronecker
+			p.Factors = make([]*ColumnStrategy, len(c))
+			p.diags = make([][]float64, len(c))
+			for j, o := range c {
+				opt := s.cols[j].options[o]
+				cs, err := opt.strategy()
 				if err != nil {
-					return nil, err
+					return err
 				}
-				if o == nil {
-					continue
-				}
-				idx := s.addOption(j, o)
-				next := slices.Clone(cur)
-				next[j] = idx
-				name := s.kronName(next)
-				if _, seen := choice[name]; !seen {
-					choice[name] = next
-					sens, unit, weighted := s.kronErrors(next, opt.Noise)
-					consider(name, sens, unit, weighted)
-				}
-				if v := s.score(next, opt.Noise); v < curScore*(1-1e-12) {
-					cur, curScore, improved = next, v, true
-				}
+				p.Factors[j] = cs
+				p.diags[j] = opt.diag
+				p.Grid *= cs.Grid
 			}
-			if !improved {
-				break
+			p.forms = s.pairForms(c)
+			return nil
+		}
+	}
+	if !wide {
+		var cur []int
+		choice, cur = s.searchKronecker(opt.Noise, func(c []int) {
+			sens, unit, weighted := s.kronErrors(c, opt.Noise)
+			consider(s.kronName(c), sens, unit, weighted, kron(c))
+		})
+		// Optimised per-column strategies, by coordinate descent from the best
+		// enumerated product: column j's error, the others fixed, is
+		// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram).
+		if cur != nil {
+			curScore := s.score(cur, opt.Noise)
+			for round := 0; round < 3 && time.Now().Before(deadline); round++ {
+				improved := false
+				for j := range s.cols {
+					if !s.worthOptimising(j) || !time.Now().Before(deadline) {
+						continue
+					}
+					g := s.effectiveGram(j, cur, gauss)
+					dl := pl.optimiseDeadline(s.cols[j].n, 1)
+					if dl.After(deadline) {
+						dl = deadline
+					}
+					o, _, err := pl.optimised(g, opt.Noise, dl)
+					if err != nil {
+						return nil, nil, err
+					}
+					if o == nil {
+						continue
+					}
+					idx := s.addOption(j, o)
+					next := slices.Clone(cur)
+					next[j] = idx
+					name := s.kronName(next)
+					if _, seen := choice[name]; !seen {
+						choice[name] = next
+						sens, unit, weighted := s.kronErrors(next, opt.Noise)
+						consider(name, sens, unit, weighted, kron(next))
+					}
+					if v := s.score(next, opt.Noise); v < curScore*(1-1e-12) {
+						cur, curScore, improved = next, v, true
+					}
+				}
+				if !improved {
+					break
+				}
 			}
 		}
 	}
-	// Unions of marginals, when the queries touch different column sets.
-	margs, coef, mchoice := s.marginalCandidates(opt.Noise, pl.optimiseDeadline(64, 1))
+
+	// Marginal and residual blocks, when the queries touch different column sets.
+	ms, margs := s.marginalCandidates(opt, maxCells, pl.optimiseDeadline(64, 1))
 	for _, c := range margs {
-		consider(c.name, c.sens, c.unit, c.weighted)
+		if c.cells > maxCells {
+			continue
+		}
+		add(Candidate{Name: c.name, Sensitivity: 1, TotalSquaredError: c.total, Unit: c.unit, Objective: c.objective},
+			func(p *Plan) error {
+				p.Kind, p.Sensitivity, p.Tables = Marginal, 1, c.tables
+				p.Marginals = &MarginalStrategy{Blocks: c.blocks}
+				p.mforms, p.mspace = s.marginalPlanForms(ms, c), ms
+				return nil
+			})
 	}
 	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
 		return cmp.Compare(a.Objective, b.Objective)
@@ -247,43 +410,128 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	if len(best.Candidates) > 12 {
 		best.Candidates = best.Candidates[:12]
 	}
-	if best.Name == "" {
+	if finish == nil {
+		if wide {
+			_, cells := s.queryTables()
+			return nil, nil, &CellsError{Cells: cells, Limit: maxCells}
+		}
 		if tooSmall {
-			return nil, ErrScale
+			return nil, nil, ErrScale
 		}
-		return nil, fmt.Errorf("planner: no strategy answers this workload")
+		return nil, nil, fmt.Errorf("planner: no strategy answers this workload")
 	}
-	if best.Name == directName {
-		best.Kind, best.Scale = Direct, scale
-		pl.storePlan(key, best)
-		return best, nil
+	if opt.Objective == ObjectiveMaxVariance {
+		// The weighted total is a proxy for the largest variance: among the
+		// finalists, the one with the least largest variance wins.
+		var winner *Plan
+		var proxy [][]float64 // the weighted optimum's variances steer chooseMinMax
+		for i := range best.Candidates[:min(len(best.Candidates), maxVarianceFinalists)] {
+			c := &best.Candidates[i]
+			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name}
+			if err := applies[c.Name](p); err != nil {
+				return nil, nil, err
+			}
+			per := aggregateMaxVariances(p)
+			if i == 0 {
+				proxy = per
+			}
+			for _, r := range per {
+				for _, v := range r {
+					p.MaxVariance = math.Max(p.MaxVariance, v)
+				}
+			}
+			c.MaxVariance = p.MaxVariance
+			if winner == nil || p.MaxVariance < winner.MaxVariance {
+				winner = p
+			}
+		}
+		winner.Candidates = best.Candidates
+		return winner, proxy, nil
 	}
-	for _, c := range margs {
-		if c.name == best.Name {
-			best.Kind = Marginal
-			best.Marginals = &MarginalStrategy{Sets: c.sets, Weights: c.weights, Lambda: c.lambda}
-			best.mforms = s.marginalPlanForms(c, coef, mchoice)
-			pl.storePlan(key, best)
-			return best, nil
+	if err := finish(best); err != nil {
+		return nil, nil, err
+	}
+	best.MaxVariance = maxVariance(best)
+	for i := range best.Candidates {
+		if best.Candidates[i].Name == best.Name {
+			best.Candidates[i].MaxVariance = best.MaxVariance
 		}
 	}
-	best.Kind = Kronecker
-	c := choice[best.Name]
-	best.Factors = make([]*ColumnStrategy, len(c))
-	best.diags = make([][]float64, len(c))
-	for j, o := range c {
-		opt := s.cols[j].options[o]
-		cs, err := opt.strategy()
-		if err != nil {
-			return nil, err
-		}
-		best.Factors[j] = cs
-		best.diags[j] = opt.diag
-		best.Grid *= cs.Grid
+	return best, nil, nil
+}
+
+// maxVarianceFinalists is how many of the best candidates by weighted
+// total a max-variance plan compares by their largest variance.
+const maxVarianceFinalists = 8
+
+// aggregates is the number of measured aggregates of the batch.
+func (s *space) aggregates() int {
+	n := 0
+	for _, q := range s.w.Queries {
+		n += len(q.Aggregates)
 	}
-	best.forms = s.pairForms(c)
-	pl.storePlan(key, best)
-	return best, nil
+	return n
+}
+
+// productCells is the size of the product domain, as a float (it can pass
+// the int range on wide tables).
+func productCells(sizes []int) float64 {
+	n := 1.0
+	for _, s := range sizes {
+		n *= float64(s)
+	}
+	return n
+}
+
+// queryTables are the maximal supports of the queries (the tables a
+// Direct plan in marginal space counts) and their cells.
+func (s *space) queryTables() ([][]int, float64) {
+	var sets []colSet
+	for q := range s.w.Queries {
+		m := s.querySupport(q)
+		if !slices.Contains(sets, m) {
+			sets = append(sets, m)
+		}
+	}
+	sizes := s.w.Sizes()
+	var tables [][]int
+	cells := 0.0
+	for _, a := range sets {
+		covered := false
+		for _, b := range sets {
+			if a != b && a.subsetOf(b) {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		cols := a.cols()
+		tables = append(tables, cols)
+		c := 1.0
+		for _, j := range cols {
+			c *= float64(sizes[j])
+		}
+		cells += c
+	}
+	slices.SortFunc(tables, slices.Compare)
+	return tables, cells
+}
+
+// CountedCells is the number of histogram cells a batch's measurement
+// needs at least: the product domain when it fits in maxCells (0:
+// DefaultMaxCells), else the cells of the queries' own column sets. A
+// batch whose CountedCells exceeds the limit is refused.
+func CountedCells(w *compile.Workload, maxCells float64) float64 {
+	if maxCells <= 0 {
+		maxCells = DefaultMaxCells
+	}
+	if p := productCells(w.Sizes()); p <= maxCells {
+		return p
+	}
+	_, cells := newSpace(w).queryTables()
+	return cells
 }
 
 func (o Options) validate() error {
@@ -304,30 +552,26 @@ func (o Options) validate() error {
 
 // calibrate returns the noise parameter for sensitivity sens, rounded up to
 // a rational (more noise is always safe), and one draw's exact variance.
-// A scale the samplers cannot take (at least noise.MaxScale: ε or ρ far
-// too small for this sensitivity) gives num = den = 0 and an infinite
-// variance, so no candidate with it is ever chosen.
+// A scale the samplers cannot take (see calibratable) gives num = den = 0
+// and an infinite variance, so no candidate with it is ever chosen.
 //
 // Laplace: t = Δ₁/ε gives ε-DP (discrete Laplace, Canonne–Kamath–Steinke 2020).
 // Gaussian: σ² = Δ₂²/(2ρ) gives ρ-zCDP (discrete Gaussian, same paper, Thm 14).
 func calibrate(o Options, sens float64) (num, den uint64, variance float64) {
+	if !calibratable(o, sens) {
+		return 0, 0, math.Inf(1)
+	}
 	if o.Noise == catalog.Laplace {
-		if !(sens/o.Epsilon < noise.MaxScale) {
-			return 0, 0, math.Inf(1)
-		}
 		num, den = noise.RationalAtLeast(sens / o.Epsilon)
 		return num, den, noise.DiscreteLaplaceVariance(float64(num) / float64(den))
-	}
-	if !(sens*sens/(2*o.Rho) < noise.MaxScale) {
-		return 0, 0, math.Inf(1)
 	}
 	num, den = noise.RationalAtLeast(sens * sens / (2 * o.Rho))
 	return num, den, noise.DiscreteGaussianVariance(float64(num) / float64(den))
 }
 
-// ErrScale is wrapped by Choose's error when every strategy would need a
-// noise scale the samplers cannot take (see noise.MaxScale): the privacy
-// parameter is too small for the batch's sensitivities.
+// ErrScale is Choose's error when every strategy would need a noise scale
+// the samplers cannot take (see calibratable and noise.MaxScale): the
+// privacy parameter is too small for the batch's sensitivities.
 var ErrScale = errors.New("planner: the privacy parameter is too small for every strategy's sensitivity")
 
 // space holds, per column, the candidate strategies and the distinct
@@ -343,38 +587,6 @@ type space struct {
 	// weight[q][a] is aggregate a's weight in the planning objective (see
 	// answerWeights); nil when every weight is 1.
 	weight [][]float64
-}
-
-// answerWeights weights each aggregate's error in the objective the
-// planner minimises. Every aggregate weighs 1, except that an AVG's
-// denominator adds m², m the midpoint of the values the AVG can take
-// (public: the domain's bounds): AVG = S/C has variance ≈ (Var S +
-// avg²·Var C)/C², so without the weight the planner would trade the
-// count's accuracy for the sum's as if the count were reported alone, and
-// AVGs would be needlessly noisy. Reported errors stay unweighted.
-func answerWeights(w *compile.Workload) [][]float64 {
-	var out [][]float64
-	trivial := true
-	for _, q := range w.Queries {
-		ws := make([]float64, len(q.Aggregates))
-		for a := range ws {
-			ws[a] = 1
-		}
-		for _, it := range q.Items {
-			if it.Kind == compile.ItemRatio {
-				m := (it.Lo + it.Hi) / 2
-				if m*m > 0 && !math.IsInf(m, 0) && !math.IsNaN(m) {
-					ws[it.Den] += m * m
-					trivial = false
-				}
-			}
-		}
-		out = append(out, ws)
-	}
-	if trivial {
-		return nil
-	}
-	return out
 }
 
 // wt is aggregate a of query q's weight.
@@ -395,7 +607,7 @@ type columnSpace struct {
 }
 
 func newSpace(w *compile.Workload) *space {
-	s := &space{w: w, weight: answerWeights(w)}
+	s := &space{w: w}
 	sizes := w.Sizes()
 	for j := range w.Columns {
 		s.cols = append(s.cols, &columnSpace{n: sizes[j]})
@@ -890,9 +1102,15 @@ func fingerprint(w *compile.Workload, opt Options) string {
 			}
 		}
 	}
-	// AVG weights change the objective, so they are part of the shape.
-	for _, ws := range answerWeights(w) {
-		rows = append(rows, append([]float64{-4}, ws...))
+	// The objective, the cell limit and the answers' items (which weight
+	// the objective) change the plan.
+	rows = append(rows, []float64{-4, float64(opt.Objective), opt.maxCells()})
+	for _, q := range w.Queries {
+		for _, it := range q.Items {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+				rows = append(rows, []float64{-5, float64(it.Kind), float64(it.Agg), float64(it.Den), it.Lo, it.Hi})
+			}
+		}
 	}
 	names := string(opt.Noise)
 	for _, c := range w.Columns {
@@ -1038,7 +1256,7 @@ func (s *space) directError(scale [][]float64) (unit, weighted float64) {
 func (s *space) directBase() (scale, maxAbs [][]float64, ok bool) {
 	w := s.w
 	sizes := w.Sizes()
-	dense := w.Cells() <= maxDenseCells
+	dense := productCells(sizes) <= maxDenseCells
 	for _, q := range w.Queries {
 		var qs, qm []float64
 		for _, agg := range q.Aggregates {
@@ -1096,7 +1314,7 @@ func (s *space) directBase() (scale, maxAbs [][]float64, ok bool) {
 func (s *space) directSensitivity(scale [][]float64, gauss bool) float64 {
 	w := s.w
 	sizes := w.Sizes()
-	if w.Cells() > maxDenseCells {
+	if productCells(sizes) > maxDenseCells {
 		_, maxAbs, _ := s.directBase()
 		b := 0.0
 		for q := range scale {
@@ -1113,7 +1331,7 @@ func (s *space) directSensitivity(scale [][]float64, gauss bool) float64 {
 		}
 		return b
 	}
-	acc := make([]float64, w.Cells())
+	acc := make([]float64, int(productCells(sizes)))
 	for q, qu := range w.Queries {
 		for a, agg := range qu.Aggregates {
 			k := scale[q][a]
@@ -1180,4 +1398,11 @@ func Dense(l compile.Linear, sizes []int) []float64 {
 		}
 	}
 	return out
+}
+
+func gcd(a, b float64) float64 {
+	for b != 0 {
+		a, b = b, math.Mod(a, b)
+	}
+	return a
 }

@@ -2,7 +2,8 @@
 // privacy: the matrix mechanism. For a candidate strategy A it computes the
 // exact expected squared error of every answer, σ²·w(AᵀA)⁺wᵀ, and the
 // sensitivity (largest column L1 norm for Laplace, L2 for Gaussian), and
-// picks the candidate with the least total error before anything is spent.
+// picks the candidate that best meets the plan's objective before anything
+// is spent.
 // The planner never touches data.
 //
 // Strategies over several columns are Kronecker products of per-column
@@ -25,9 +26,22 @@
 //
 // Optimised strategies are real-valued; they are rounded to an integer grid
 // with no increase in sensitivity, and their error is computed from the
-// rounded matrix (grid.go). Marginal workloads have closed forms in the
-// algebra of E_T projections (marginals.go). A Planner caches optimised
-// strategies by workload shape and whole plans by workload (cache.go).
+// rounded matrix (grid.go).
+//
+// When the queries touch different column sets, strategies of marginal and
+// residual blocks (ResidualPlanner) are planned in the algebra of E_T
+// projections over the downward closure of those sets (residual.go), each
+// block with its own noise and share of ε (blocks.go), for compiled
+// workloads (marginal_plan.go) and for marginal workloads of any width
+// (marginals.go); such plans count one histogram per column set, never
+// the product domain. The workload itself may also be measured with one
+// noise per aggregate (direct_split.go).
+//
+// What is minimised is the plan's Objective (objective.go): by default
+// every answer's variance relative to the variance it would have measured
+// alone; for accuracy targets the largest per-answer variance (ForTarget).
+// A Planner caches optimised strategies by workload shape and whole plans
+// by workload (cache.go).
 package planner
 
 import (

@@ -15,32 +15,40 @@ import (
 )
 
 // bench: `dpproxy bench planner --workload allrange|prefix|marginals2|marginals3
-// --domain 1024|256x256|8x8x8x8x8 [--noise laplace|gaussian] [--json]`.
+// --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]`.
 // It plans a standard workload and prints, for every strategy the planner
 // tried, its expected total squared error (ε = 1 for Laplace; per unit
 // noise variance, i.e. Δ₂²·Σ w(AᵀA)⁻¹wᵀ, for Gaussian), the SVD lower bound
 // in the same units, their ratio and the strategy's planning time.
 func bench(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "fairness":
+			return benchFairness(args[1:], stdout)
+		case "target":
+			return benchTarget(args[1:], stdout)
+		case "wide":
+			return benchWide(args[1:], stdout)
+		}
+	}
 	if len(args) == 0 || args[0] != "planner" {
-		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8 [--noise laplace|gaussian] [--json]")}
+		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]; dpproxy bench fairness|target [--noise laplace|gaussian]; dpproxy bench wide [--rows N]")}
 	}
 	fs := flag.NewFlagSet("bench planner", flag.ContinueOnError)
 	workload := fs.String("workload", "allrange", "allrange, prefix (Kronecker products over several columns), marginals2 or marginals3")
-	domain := fs.String("domain", "1024", "column sizes joined by x, e.g. 1024, 256x256, 8x8x8x8x8")
+	domain := fs.String("domain", "1024", "column sizes joined by x, e.g. 1024, 256x256, 8x8x8x8x8; n^d is d columns of n, e.g. 10^100")
 	noiseName := fs.String("noise", "laplace", "laplace (ε = 1) or gaussian (per unit noise variance)")
 	asJSON := fs.Bool("json", false, "print one JSON object per strategy")
 	budget := fs.Duration("budget", 0, "cap on the per-column optimisation time (0: the planner's size-based default)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	var sizes []int
+	sizes, err := parseDomain(*domain)
+	if err != nil {
+		return exitError{code: 2, err: err}
+	}
 	cells := 1.0
-	for _, p := range strings.Split(strings.ToLower(*domain), "x") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return exitError{code: 2, err: fmt.Errorf("bad --domain %q", *domain)}
-		}
-		sizes = append(sizes, n)
+	for _, n := range sizes {
 		cells *= float64(n)
 	}
 	opt := planner.Options{Noise: catalog.Laplace, Epsilon: 1, Rho: 0.5}
@@ -54,7 +62,6 @@ func bench(args []string, stdout io.Writer) error {
 	pl := planner.New()
 	pl.Budget = *budget
 	var plan *planner.GramPlan
-	var err error
 	switch *workload {
 	case "allrange", "prefix":
 		var grams []planner.Gram
@@ -97,6 +104,7 @@ func bench(args []string, stdout io.Writer) error {
 		Seconds           float64 `json:"seconds"`
 		Sensitivity       float64 `json:"sensitivity"`
 		DualityGap        float64 `json:"duality_gap,omitempty"`
+		MaxVariance       float64 `json:"max_variance,omitempty"`
 		PlanSeconds       float64 `json:"planning_seconds_total"`
 	}
 	var rows []row
@@ -108,7 +116,7 @@ func bench(args []string, stdout io.Writer) error {
 		rows = append(rows, row{
 			Workload: *workload, Domain: *domain, Cells: cells, Noise: *noiseName, Strategy: c.Name,
 			TotalSquaredError: tse, SVDBound: bound, Ratio: tse / bound, Seconds: c.Seconds,
-			Sensitivity: c.Sensitivity, DualityGap: c.Gap, PlanSeconds: plan.Seconds,
+			Sensitivity: c.Sensitivity, DualityGap: c.Gap, MaxVariance: c.MaxVariance, PlanSeconds: plan.Seconds,
 		})
 	}
 	if *asJSON {
@@ -121,15 +129,39 @@ func bench(args []string, stdout io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "workload %s, domain %s (%.0f cells), noise %s; SVD bound %.4g; planned in %s\n",
+	fmt.Fprintf(tw, "workload %s, domain %s (%.4g cells), noise %s; SVD bound %.4g; planned in %s\n",
 		*workload, *domain, cells, *noiseName, bound, time.Duration(plan.Seconds*float64(time.Second)).Round(time.Millisecond))
-	fmt.Fprintln(tw, "strategy\ttotal squared error\t× SVD bound\tseconds\tgap")
+	fmt.Fprintln(tw, "strategy\ttotal squared error\t× SVD bound\tmax variance\tseconds\tgap")
 	for _, r := range rows {
-		gap := ""
+		gap, mv := "", ""
 		if r.DualityGap > 0 {
 			gap = fmt.Sprintf("%.1e", r.DualityGap)
 		}
-		fmt.Fprintf(tw, "%s\t%.4g\t%.3f\t%.3f\t%s\n", r.Strategy, r.TotalSquaredError, r.Ratio, r.Seconds, gap)
+		if r.MaxVariance > 0 {
+			mv = fmt.Sprintf("%.4g", r.MaxVariance)
+		}
+		fmt.Fprintf(tw, "%s\t%.4g\t%.7g\t%s\t%.3f\t%s\n", r.Strategy, r.TotalSquaredError, r.Ratio, mv, r.Seconds, gap)
 	}
 	return tw.Flush()
+}
+
+// parseDomain reads column sizes joined by x, where n^d stands for d
+// columns of n cells ("10^100" is 100 columns of 10).
+func parseDomain(spec string) ([]int, error) {
+	var sizes []int
+	for _, p := range strings.Split(strings.ToLower(spec), "x") {
+		base, rep, pow := strings.Cut(strings.TrimSpace(p), "^")
+		n, err := strconv.Atoi(base)
+		d := 1
+		if err == nil && pow {
+			d, err = strconv.Atoi(rep)
+		}
+		if err != nil || n < 1 || d < 1 || d > 1024 {
+			return nil, fmt.Errorf("bad --domain %q", spec)
+		}
+		for i := 0; i < d; i++ {
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes, nil
 }

@@ -79,8 +79,10 @@ commands:
   console  serve the read-only web console over a ledger, without a proxy:
            'console --data-dir DIR [--config FILE] [--http ADDR]' (serve has it too: --http ADDR)
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
-  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8
-           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times
+  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100
+           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
+           'bench fairness|target [--noise laplace|gaussian]': each answer against its fair share, and the ε
+           of accuracy targets; 'bench wide [--rows N]': a 20-column dashboard in marginal space
 
 Run 'dpproxy <command> -h' for the command's flags.
 `)

@@ -53,7 +53,7 @@ func TestEndToEndPrivacyOptionRanges(t *testing.T) {
 	}
 	var n int64
 	err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM adult").Scan(&n)
-	wantRefusal(err, "@dp_epsilon must be a number in [1e-06, 1e+06]")
+	wantRefusal(err, "@dp_epsilon must be a number in [1e-06, 100]")
 	if _, err := conn.ExecContext(ctx, "SET @dp_epsilon = NULL"); err != nil {
 		t.Fatal(err)
 	}

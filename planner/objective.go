@@ -1,0 +1,412 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+)
+
+// Objective is what a plan minimises.
+type Objective int
+
+const (
+	// ObjectiveFair (the default) weighs every answer against its own
+	// scale: it minimises Σ over the batch's answers of
+	//
+	//	mean over the answer's groups of Var / v_alone,
+	//
+	// v_alone the variance the answer would have if it were measured alone
+	// at the batch's ε (ρ): the workload row itself, calibrated to its
+	// largest absolute value m (a COUNT m = 1, a SUM of incomes up to
+	// 500,000 m = 500,000). An answer is an output column of a query (a
+	// GROUP BY's column counts once, its groups averaged), so neither a
+	// large scale nor many groups lets one answer own the objective. An AVG
+	// is one answer S/C whose error is ≈ (Var S + m²·Var C)/C² with m the
+	// midpoint of the column's range, so its SUM weighs 1/v_alone and its
+	// COUNT m²/v_alone, v_alone being the AVG measured alone (S and C with
+	// their best shares: (a_S^⅔ + a_C^⅔)³ for Laplace, (a_S + a_C)² for
+	// Gaussian, a_S = max|S|, a_C = m·max|C|, times the unit noise). With
+	// Q answers, measuring each alone at ε/Q gives each Q²·v_alone; the
+	// objective's optimum is never worse in total, and a shared strategy
+	// usually makes every answer better than that fair share.
+	ObjectiveFair Objective = iota
+	// ObjectiveTotal minimises the total squared error over every answer
+	// (each AVG's COUNT weighted by m²): dpproxy's objective before
+	// ObjectiveFair, which lets a large-scale answer (a SUM) take the
+	// budget from a small one (a COUNT). Kept for comparison.
+	ObjectiveTotal
+	// ObjectiveMaxVariance minimises the largest variance of any measured
+	// answer (of an AVG, its SUM and its COUNT): with an accuracy target
+	// (@dp_max_stderr) the least ε meeting it is the ε at which the
+	// largest standard error equals it.
+	ObjectiveMaxVariance
+)
+
+func (o Objective) String() string {
+	switch o {
+	case ObjectiveFair:
+		return "fair"
+	case ObjectiveTotal:
+		return "total"
+	case ObjectiveMaxVariance:
+		return "max-variance"
+	}
+	return fmt.Sprintf("Objective(%d)", int(o))
+}
+
+// Describe says in words what the objective's value is, for EXPLAIN.
+func (o Objective) Describe() string {
+	switch o {
+	case ObjectiveFair:
+		return "Σ over answers of variance ÷ variance measured alone at this ε (1 per answer is the ideal)"
+	case ObjectiveTotal:
+		return "total squared error, each AVG's COUNT weighted by its midpoint²"
+	case ObjectiveMaxVariance:
+		return "largest variance of one answer"
+	}
+	return o.String()
+}
+
+// answerWeights weights each aggregate's error in the objective the
+// planner minimises (see Objective); nil means every weight is 1.
+// Reported errors stay unweighted.
+func (s *space) answerWeights(opt Options) [][]float64 {
+	w := s.w
+	switch opt.Objective {
+	case ObjectiveMaxVariance:
+		return nil // chooseMinMax reweights
+	case ObjectiveTotal:
+		var out [][]float64
+		trivial := true
+		for _, q := range w.Queries {
+			ws := make([]float64, len(q.Aggregates))
+			for a := range ws {
+				ws[a] = 1
+			}
+			for _, it := range q.Items {
+				if it.Kind == compile.ItemRatio {
+					m := (it.Lo + it.Hi) / 2
+					if m*m > 0 && !math.IsInf(m, 0) && !math.IsNaN(m) {
+						ws[it.Den] += m * m
+						trivial = false
+					}
+				}
+			}
+			out = append(out, ws)
+		}
+		if trivial {
+			return nil
+		}
+		return out
+	}
+	maxAbs := s.aggregateMax()
+	gauss := opt.Noise == catalog.Gaussian
+	alone := func(delta float64) float64 {
+		if calibratable(opt, delta) {
+			_, _, v := calibrate(opt, delta)
+			return v
+		}
+		if gauss {
+			return delta * delta / (2 * opt.Rho)
+		}
+		return 2 * delta * delta / (opt.Epsilon * opt.Epsilon)
+	}
+	out := make([][]float64, len(w.Queries))
+	for q, qu := range w.Queries {
+		ws := make([]float64, len(qu.Aggregates))
+		g := float64(qu.Groups(w))
+		for _, it := range qu.Items {
+			switch it.Kind {
+			case compile.ItemAgg:
+				if m := maxAbs[q][it.Agg]; m > 0 {
+					ws[it.Agg] += 1 / (g * alone(m))
+				}
+			case compile.ItemRatio:
+				mid := math.Abs(it.Lo+it.Hi) / 2
+				if math.IsInf(mid, 0) || math.IsNaN(mid) {
+					mid = 0
+				}
+				as, ac := maxAbs[q][it.Agg], mid*maxAbs[q][it.Den]
+				delta := as + ac
+				if !gauss {
+					delta = math.Pow(math.Cbrt(as*as)+math.Cbrt(ac*ac), 1.5)
+				}
+				if delta > 0 {
+					v := g * alone(delta)
+					ws[it.Agg] += 1 / v
+					ws[it.Den] += mid * mid / v
+				}
+			}
+		}
+		// An aggregate no item reads still counts as an answer of its own.
+		for a := range ws {
+			if m := maxAbs[q][a]; ws[a] == 0 && m > 0 {
+				ws[a] = 1 / (g * alone(m))
+			}
+		}
+		out[q] = ws
+	}
+	return out
+}
+
+// aggregateMax is each aggregate's largest absolute value over the cells
+// (exact up to maxDenseCells cells, beyond that the bound Σ_terms
+// |coef|·Π max|f|, which is exact for the counts and sums of one column).
+func (s *space) aggregateMax() [][]float64 {
+	w := s.w
+	sizes := w.Sizes()
+	dense := productCells(sizes) <= maxDenseCells
+	out := make([][]float64, len(w.Queries))
+	for q, qu := range w.Queries {
+		out[q] = make([]float64, len(qu.Aggregates))
+		for a, agg := range qu.Aggregates {
+			m := 0.0
+			if dense {
+				for _, v := range Dense(agg, sizes) {
+					m = math.Max(m, math.Abs(v))
+				}
+			} else {
+				for _, t := range agg {
+					p := math.Abs(t.Coef)
+					for _, f := range t.Factors {
+						if f == nil {
+							continue
+						}
+						mx := 0.0
+						for _, x := range f {
+							mx = math.Max(mx, math.Abs(x))
+						}
+						p *= mx
+					}
+					m += p
+				}
+			}
+			out[q][a] = m
+		}
+	}
+	return out
+}
+
+// minMaxRounds bounds the reweighting rounds of chooseMinMax.
+const minMaxRounds = 8
+
+// chooseMinMax minimises the largest per-answer variance. For fixed
+// weights on the aggregates Choose minimises a weighted total, and
+// max_answers Var = max over weightings of the weighted mean; so the
+// planner reweights multiplicatively — each aggregate's weight times its
+// largest variance (in the weighted optimum) over the batch's largest —
+// for up to minMaxRounds rounds or until the aggregates' maxima agree
+// within 1%, and keeps, of every round's finalists, the plan with the
+// least largest variance. The first round, with equal weights, is the
+// total-error plan, and the fair plan competes too, so the result is never
+// worse than either.
+func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error) {
+	weights := make([][]float64, len(w.Queries))
+	for q, qu := range w.Queries {
+		weights[q] = make([]float64, len(qu.Aggregates))
+		for a := range weights[q] {
+			weights[q][a] = 1
+		}
+	}
+	var best *Plan
+	for round := 0; round < minMaxRounds; round++ {
+		p, per, err := pl.choose(w, opt, weights)
+		if err != nil {
+			return nil, err
+		}
+		if best == nil || p.MaxVariance < best.MaxVariance*(1-1e-9) {
+			best = p
+		}
+		m := 0.0
+		for _, r := range per {
+			for _, v := range r {
+				m = math.Max(m, v)
+			}
+		}
+		if !(m > 0) {
+			break
+		}
+		balanced := true
+		top := 0.0
+		for q := range per {
+			for a, v := range per[q] {
+				if v > 0 {
+					balanced = balanced && v >= 0.99*m
+					weights[q][a] *= v / m
+					top = math.Max(top, weights[q][a])
+				}
+			}
+		}
+		if balanced {
+			break
+		}
+		for q := range weights {
+			for a := range weights[q] {
+				weights[q][a] /= top
+			}
+		}
+	}
+	// The fair plan competes too: it sometimes balances answers of
+	// different sizes better than reweighting reaches in a few rounds.
+	fair := opt
+	fair.Objective = ObjectiveFair
+	if p, _, err := pl.choose(w, fair, nil); err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
+		p.Options = opt
+		best = p
+	}
+	return best, nil
+}
+
+// aggregateMaxVariances is, per query and aggregate, the largest variance
+// over its groups.
+func aggregateMaxVariances(p *Plan) [][]float64 {
+	w := p.Workload
+	out := make([][]float64, len(w.Queries))
+	for q, qu := range w.Queries {
+		out[q] = make([]float64, len(qu.Aggregates))
+		group := make([]int, len(qu.GroupCols))
+		n := qu.Groups(w)
+		for a := range qu.Aggregates {
+			m := 0.0
+			for g := 0; g < n; g++ {
+				qu.GroupCells(w, g, group)
+				m = math.Max(m, p.Variance(q, a, group))
+			}
+			out[q][a] = m
+		}
+	}
+	return out
+}
+
+// maxVariance is the largest variance of any answer of the plan.
+func maxVariance(p *Plan) float64 {
+	m := 0.0
+	for _, r := range aggregateMaxVariances(p) {
+		for _, v := range r {
+			m = math.Max(m, v)
+		}
+	}
+	return m
+}
+
+// ForTarget plans w for an accuracy target: the strategy that minimises
+// opt.Objective — for a target, ObjectiveMaxVariance, the largest
+// per-answer variance — chosen at ε = 1 or ρ = 1 (the optimum does not
+// depend on the scale, up to the discreteness of the noise), then the
+// least ε (ρ) at which every measured answer's expected standard error is
+// at most target with that strategy. opt's ε and ρ are ignored; the
+// returned plan's Options carry the ε (ρ) found. A plan with no noisy
+// answer has MaxVariance 0 and is returned at the reference scale. The
+// considered candidates other than the chosen one keep their errors at
+// the reference scale, rescaled by the chosen plan's ratio.
+func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (*Plan, error) {
+	if !(target > 0) || math.IsInf(target, 0) {
+		return nil, fmt.Errorf("planner: accuracy target must be positive, got %v", target)
+	}
+	fam := opt.Noise
+	ref := opt
+	ref.Epsilon, ref.Rho = 1, 0
+	if fam == catalog.Gaussian {
+		ref.Epsilon, ref.Rho = 0, 1
+	}
+	p, err := pl.Choose(w, ref)
+	if err != nil {
+		return nil, err
+	}
+	sd := math.Sqrt(p.MaxVariance)
+	if sd == 0 {
+		return p, nil
+	}
+	cur := p
+	for i := 0; i < 40 && (i == 0 || sd > target); i++ {
+		ratio := sd / target * (1 + 1e-9)
+		o := cur.Options
+		if fam == catalog.Gaussian {
+			o.Rho *= ratio * ratio
+		} else {
+			o.Epsilon *= ratio
+		}
+		if cur, err = p.recalibrated(o); err != nil {
+			return nil, err
+		}
+		sd = math.Sqrt(cur.MaxVariance)
+	}
+	if sd > target {
+		return nil, fmt.Errorf("planner: no ε reached stderr %g (last %g)", target, sd)
+	}
+	return cur, nil
+}
+
+// recalibrated is p's strategy with noise calibrated for o (same noise
+// family, another ε or ρ).
+func (p *Plan) recalibrated(o Options) (*Plan, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	cp := *p
+	cp.Options = o
+	switch p.Kind {
+	case Direct, Kronecker:
+		if p.AggNoise != nil {
+			ratio := o.Epsilon / p.Options.Epsilon
+			if o.Noise == catalog.Gaussian {
+				ratio = o.Rho / p.Options.Rho
+			}
+			cp.AggNoise = make([][]DirectNoise, len(p.AggNoise))
+			for q, r := range p.AggNoise {
+				cp.AggNoise[q] = make([]DirectNoise, len(r))
+				for a, n := range r {
+					n.Epsilon *= ratio
+					n.Rho *= ratio
+					if !n.calibrate(o.Noise == catalog.Gaussian) {
+						return nil, fmt.Errorf("planner: noise for an aggregate at %+v is out of the samplers' range", o)
+					}
+					cp.AggNoise[q][a] = n
+				}
+			}
+			break
+		}
+		if !calibratable(o, p.Sensitivity) {
+			return nil, fmt.Errorf("planner: noise for sensitivity %g at %+v is out of the samplers' range", p.Sensitivity, o)
+		}
+		cp.NoiseNum, cp.NoiseDen, cp.NoiseVariance = calibrate(o, p.Sensitivity)
+	case Marginal:
+		ratio := o.Epsilon / p.Options.Epsilon
+		if o.Noise == catalog.Gaussian {
+			ratio = o.Rho / p.Options.Rho
+		}
+		f := p.mspace.f
+		blocks := make([]MarginalBlock, len(p.Marginals.Blocks))
+		for i, b := range p.Marginals.Blocks {
+			nb, err := f.recalibrateBlock(b, ratio, o)
+			if err != nil {
+				return nil, err
+			}
+			blocks[i] = nb
+		}
+		cp.Marginals = &MarginalStrategy{Blocks: blocks}
+		lam := f.blockLambda(blocks)
+		cp.mforms = make([]marginalForms, len(p.mforms))
+		for i, mf := range p.mforms {
+			mf.lambda = lam[mf.t]
+			cp.mforms[i] = mf
+		}
+	}
+	cp.MaxVariance = maxVariance(&cp)
+	scale := 1.0
+	if p.MaxVariance > 0 {
+		scale = cp.MaxVariance / p.MaxVariance
+	}
+	cp.Candidates = make([]Candidate, len(p.Candidates))
+	for i, c := range p.Candidates {
+		c.TotalSquaredError *= scale
+		c.Objective *= scale
+		if c.MaxVariance > 0 {
+			c.MaxVariance *= scale
+		}
+		cp.Candidates[i] = c
+	}
+	return &cp, nil
+}
