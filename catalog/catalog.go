@@ -27,6 +27,9 @@ type Catalog struct {
 	// AuthPlugin is the authentication plugin the handshake announces:
 	// "mysql_native_password" (default) or "caching_sha2_password".
 	AuthPlugin string
+	// Server bounds what clients may hold of the MySQL front (the "server"
+	// section; defaults filled in).
+	Server Server
 }
 
 // TLS is the catalog's "tls" section.

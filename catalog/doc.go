@@ -21,7 +21,8 @@
 //	  auditor: {password_hash: "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", role: auditor}
 //
 // Top-level keys: database (required), sources (required, at least one),
-// tables (required, at least one) and users. Only the keys listed here are
+// tables (required, at least one), users, and the optional ledger, tls,
+// auth_plugin and server sections. Only the keys listed here are
 // accepted anywhere; an unknown key is an error.
 //
 // Database, source, table and column names are lower-cased and must then be
@@ -70,6 +71,15 @@
 // (plain text, for demos; hashed on load) or password_hash (the
 // mysql_native_password hash, "*" and 40 hex digits, as NativePasswordHash
 // computes and MySQL's mysql.user table stores). Empty passwords are refused.
+//
+// Server (optional): what clients may hold of the MySQL front, with MySQL's
+// defaults. max_connections (1–100000, default 151) bounds the open client
+// connections, authenticated or not; handshake_timeout (default 10s, at
+// least 2s; MySQL's connect_timeout) bounds the connection phase;
+// wait_timeout and interactive_timeout (default 8h each) bound a session's
+// idle time between commands, the latter for clients that connect with
+// CLIENT_INTERACTIVE. Timeouts are whole seconds, written as a number (28800)
+// or a duration (30s, 10m, 8h), at most one year.
 //
 // YAML anchors and aliases may be used to share blocks (for example one
 // budget between tables); merge keys (<<) are not supported.

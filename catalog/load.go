@@ -392,7 +392,7 @@ func (p *parser) name(n node, name string) bool {
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (p *parser) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin")
+	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin", "server")
 	if !ok {
 		return nil
 	}
@@ -450,6 +450,10 @@ func (p *parser) catalog(root node) *Catalog {
 	if n, ok := f["tls"]; ok {
 		p.tls(n, &cat.TLS)
 	}
+	if n, ok := f["server"]; ok {
+		p.server(n, &cat.Server)
+	}
+	cat.Server = cat.Server.WithDefaults()
 	if n, ok := f["auth_plugin"]; ok {
 		if w, ok := p.word(n, "mysql_native_password", "caching_sha2_password"); ok {
 			cat.AuthPlugin = w

@@ -506,6 +506,8 @@ func isFieldListQuery(q string) bool { return fieldListQuery.MatchString(q) }
 //   - file access — LOAD_FILE(), SELECT ... INTO OUTFILE/DUMPFILE, LOAD DATA
 //     (1227): GMS checks no FILE privilege, and the proxy's files include
 //     the protected data. (secure_file_priv also points nowhere; see New.)
+//   - text vitess's parser panics on, and variable names GMS cannot
+//     resolve without panicking (1064; see scopableVariable).
 //
 // It works on vitess's tokens, so quoted strings and comments do not count,
 // while MySQL's executable /*! ... */ comments do.
@@ -538,6 +540,9 @@ scan:
 		case sqlparser.GLOBAL, sqlparser.PERSIST, sqlparser.PERSIST_ONLY:
 			global = true
 		case sqlparser.ID:
+			if len(v) > 0 && v[0] == '@' && !scopableVariable(string(v)) {
+				return syntaxError(stmt)
+			}
 			switch id := strings.ToLower(string(v)); {
 			case id == "load_file":
 				return errFileAccess()
@@ -545,6 +550,11 @@ scan:
 				global = true
 			}
 		}
+	}
+	// go-mysql-server parses the statement with vitess, whose parser
+	// panics on some malformed text (SELECT''); MySQL calls it a syntax error.
+	if _, err := safeParse(stmt); errors.Is(err, errParserPanic) {
+		return syntaxError(stmt)
 	}
 	if isSet {
 		if err := checkPrivacyOptions(stmt); err != nil {
@@ -565,6 +575,21 @@ scan:
 		}
 	}
 	return nil
+}
+
+// scopableVariable reports whether go-mysql-server can resolve a variable
+// token (@x, @@x, @@global.x, ...): vitess's VarScope, which it calls,
+// panics on an empty or lone-quote name (SELECT @@, SELECT @@global.,
+// SELECT @@'); MySQL calls those syntax errors.
+func scopableVariable(tok string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_, _, _, _ = sqlparser.VarScope(tok)
+	_, _, _, _ = sqlparser.VarScope(strings.Split(tok, ".")...)
+	return true
 }
 
 func errSQLPrepare() error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,6 +107,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	case err := <-errc:
+		// The front only returns by itself when its listener died.
+		if err == nil {
+			err = errors.New("the MySQL front stopped accepting connections")
+		}
+		log.Error("serving stopped", "err", err)
 		return err
 	case err := <-consoleDone:
 		return fmt.Errorf("web console: %w", err)
