@@ -51,12 +51,19 @@ users:
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureCatalog(t, testCatalog)
+}
+
+// newFixtureCatalog is newFixture with another catalog over the same demo
+// data (source main: demo.sqlite).
+func newFixtureCatalog(t *testing.T, yaml string) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	if err := demo.Generate(ctx, filepath.Join(dir, "demo.sqlite"), 5000); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := catalog.Parse("test.yaml", []byte(testCatalog))
+	cat, err := catalog.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +372,7 @@ func TestSessionOptionsAndRefusals(t *testing.T) {
 		msg       string
 	}{
 		{"capped", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: 0.5}, parser.CodeDPRefused, "per-query maximum ε = 0.3"},
-		{"analyst", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: "lots"}, parser.CodeDPRefused, "@dp_epsilon must be a positive number"},
+		{"analyst", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: "lots"}, parser.CodeDPRefused, "@dp_epsilon must be a number in [1e-06, 100], got lots"},
 		{"analyst", "SELECT AVG(sex) FROM adult", nil, parser.CodeDPRefused, "sex is categorical"},
 		{"analyst", "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY age", nil, parser.CodeDPRefused, "ORDER BY"},
 		{"auditor", "SELECT COUNT(*) FROM adult", nil, parser.CodeDPRefused, "only analysts run DP queries"},

@@ -530,11 +530,6 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 		plan = nil
 	}
-	if plan == nil {
-		if plan, err = e.planner.Choose(w, opt); err != nil {
-			return nil, e.planError(err)
-		}
-	}
 	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
 	var dom []string
@@ -547,22 +542,37 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	}
 	add("columns", strings.Join(dom, " × "))
 	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
-	add("noise", string(opt.Noise))
-	if opt.Noise == catalog.Gaussian {
+	switch {
+	case opt.Noise == "": // a top-k selection only: no values measured
+		add("noise", "none (a selection only)")
+	case opt.Noise == catalog.Gaussian:
+		add("noise", string(opt.Noise))
 		add("rho", fmt.Sprintf("%g", opt.Rho))
 		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
-	} else {
+	default:
+		add("noise", string(opt.Noise))
 		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
 	}
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, w.Queries[0].Groups(w), selEps))
+		rounds := "rounds"
+		if k == 1 {
+			rounds = "round"
+		}
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1; weights exp(ε/%d·count))", k, rounds, w.Queries[0].Groups(w), selEps, k))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
 		}
 		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
+	}
+	// A top-k without counts measures nothing and returned above: only
+	// batches that measure values are planned (with options to plan with).
+	if plan == nil {
+		if plan, err = e.choose(w, opt); err != nil {
+			return nil, err
+		}
 	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))

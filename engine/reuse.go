@@ -16,15 +16,6 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// AnswerBackend persists released answers beyond one process's memory
-// (see package answers): a repeat after a restart, or in another process
-// sharing the data directory, is then free too. Values are the engine's
-// own encoding; Put keeps the first answer stored under a key.
-type AnswerBackend interface {
-	Get(ctx context.Context, key string) ([]byte, bool, error)
-	Put(ctx context.Context, key string, results []byte) error
-}
-
 // answerStore keeps released answers so that a repeated query (same
 // table definition, same parsed query, same privacy options) returns the
 // identical noisy answer for free: re-releasing a released value is
@@ -33,14 +24,17 @@ type AnswerBackend interface {
 // the data changes: a repeat shows the answer as first released.
 //
 // In memory the store is bounded in bytes (the catalog's cache.answers),
-// least recently used first; the backend keeps every answer.
+// least recently used first; the backend keeps every answer. It also
+// merges requests in flight (flight.go): the first request for a key
+// measures, the others wait for its answer.
 type answerStore struct {
 	mu      sync.Mutex
 	limit   int64
 	used    int64
 	order   *list.List // front: most recently used; values *storedAnswer
 	byKey   map[string]*list.Element
-	backend AnswerBackend // nil: memory only
+	flights map[string]*flight // keys being answered in this process
+	backend AnswerBackend      // nil: memory only
 	log     *slog.Logger
 }
 
@@ -51,60 +45,28 @@ type storedAnswer struct {
 }
 
 func newAnswerStore(backend AnswerBackend, limit int64, log *slog.Logger) *answerStore {
-	return &answerStore{limit: limit, order: list.New(), byKey: map[string]*list.Element{}, backend: backend, log: log}
+	return &answerStore{limit: limit, order: list.New(), byKey: map[string]*list.Element{}, flights: map[string]*flight{}, backend: backend, log: log}
 }
 
-func (a *answerStore) get(ctx context.Context, key string) ([]*Result, bool, error) {
-	a.mu.Lock()
-	if el, ok := a.byKey[key]; ok {
-		a.order.MoveToFront(el)
-		r := el.Value.(*storedAnswer).results
-		a.mu.Unlock()
-		return r, true, nil
+// lookupLocked returns the answer kept in memory under key (a.mu held).
+func (a *answerStore) lookupLocked(key string) ([]*Result, bool) {
+	el, ok := a.byKey[key]
+	if !ok {
+		return nil, false
 	}
-	a.mu.Unlock()
-	if a.backend == nil {
-		return nil, false, nil
-	}
-	b, ok, err := a.backend.Get(ctx, key)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	r, err := decodeResults(b)
-	if err != nil {
-		// Undecodable (another version's encoding, or damage): measure
-		// anew, which costs budget but releases nothing wrong.
-		a.log.Warn("stored answer unreadable; answering anew", "err", err)
-		return nil, false, nil
-	}
-	a.remember(key, r)
-	return r, true, nil
+	a.order.MoveToFront(el)
+	return el.Value.(*storedAnswer).results, true
 }
 
-func (a *answerStore) put(ctx context.Context, key string, rs []*Result) {
-	a.remember(key, rs)
-	if a.backend == nil {
-		return
-	}
-	b, err := encodeResults(rs)
-	if err == nil {
-		err = a.backend.Put(ctx, key, b)
-	}
-	if err != nil {
-		// Already charged and released; only a later repeat will cost.
-		a.log.Warn("stored answer not persisted; a repeat after a restart will be charged", "err", err)
-	}
-}
-
-func (a *answerStore) remember(key string, rs []*Result) {
+// rememberLocked keeps rs in memory under key (a.mu held): the first
+// answer stays, and one larger than the bound lives in the backend only.
+func (a *answerStore) rememberLocked(key string, rs []*Result) {
 	var n int64 = 128 + int64(len(key))
 	for _, r := range rs {
 		n += r.bytes()
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if _, ok := a.byKey[key]; ok || n > a.limit {
-		return // the first answer stays; one larger than the bound lives on disk only
+		return
 	}
 	a.byKey[key] = a.order.PushFront(&storedAnswer{key: key, results: rs, bytes: n})
 	a.used += n
@@ -239,23 +201,10 @@ func canonPred(b *strings.Builder, p parser.Pred) {
 	}
 }
 
-// reuse returns the stored answers of an identical earlier batch, renamed
-// as this batch's statements name their columns, and records the zero-cost
-// re-release in the ledger.
-func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, key string) ([]*Result, bool, error) {
-	stored, ok, err := e.stored.get(ctx, key)
-	if err != nil {
-		return nil, false, e.internal("stored answers", err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	if _, err := e.ledger.Record(ctx, budget.KindReuse, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
-	}); err != nil {
-		return nil, false, e.internal("ledger record", err)
-	}
+// named returns the answers of a batch as these statements name their
+// columns: a stored answer may have been released under other aliases.
+// Rows are shared, never modified.
+func named(stored []*Result, sts []*parser.Statement) []*Result {
 	out := make([]*Result, len(stored))
 	for i, r := range stored {
 		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows, table: r.table}
@@ -266,5 +215,18 @@ func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		out[i] = cp
 	}
-	return out, true, nil
+	return out
+}
+
+// recordReuse puts a zero-cost reuse entry for a re-released answer on the
+// ledger, group-committed in the background (budget.Ledger.RecordReuse):
+// it costs nothing, so a crash that loses it loses no accounting.
+func (e *Engine) recordReuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) error {
+	if err := e.ledger.RecordReuse(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
+	}); err != nil {
+		return e.internal("ledger record", err)
+	}
+	return nil
 }

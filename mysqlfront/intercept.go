@@ -555,6 +555,11 @@ scan:
 	if _, err := safeParse(stmt); errors.Is(err, errParserPanic) {
 		return syntaxError(stmt)
 	}
+	if isSet {
+		if err := checkPrivacyOptions(stmt); err != nil {
+			return err
+		}
+	}
 	if isSet && global {
 		ast, err := sqlparser.Parse(stmt)
 		set, ok := ast.(*sqlparser.Set)

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -34,7 +35,13 @@ type Planner struct {
 	bytes    map[string]int64 // per cached key ("c"+column key or "p"+plan key)
 	used     int64
 	noCache  bool
+	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
+	optimiser func(Gram, catalog.NoiseFamily, time.Time) (*colOpt, optInfo, error)
 }
+
+// errOptimiserPanicked is what requests waiting on a column get when the
+// optimiser computing it panicked.
+var errOptimiserPanicked = errors.New("planner: the strategy optimiser failed")
 
 // DefaultBudget is the optimisation budget of a Planner with Budget unset.
 const DefaultBudget = 300 * time.Millisecond
@@ -99,21 +106,38 @@ func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time
 		pl.colFIFO = pl.colFIFO[1:]
 	}
 	pl.mu.Unlock()
-	func() {
-		defer close(e.ready) // waiters never hang, even if the optimiser panics
-		e.opt, e.extra, e.err = runOptimiser(g, fam, deadline)
-	}()
-	pl.mu.Lock()
-	if e.err != nil {
-		if pl.columns[key] == e {
-			delete(pl.columns, key)
+	// Waiters block on e.ready: release them however the optimiser ends.
+	// A panic reaches this caller; the waiters see an error, and the entry
+	// is dropped so that a later request runs the optimiser again.
+	returned := false
+	defer func() {
+		if !returned {
+			e.opt, e.err = nil, errOptimiserPanicked
 		}
-	} else if pl.columns[key] == e && e.opt != nil {
-		// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
-		n := int64(e.opt.n)
-		pl.charge("c"+key, 3*8*n*n+8*n+256)
+		close(e.ready)
+		if e.err != nil {
+			pl.mu.Lock()
+			if pl.columns[key] == e {
+				delete(pl.columns, key)
+			}
+			pl.mu.Unlock()
+		}
+	}()
+	run := runOptimiser
+	if pl.optimiser != nil {
+		run = pl.optimiser
 	}
-	pl.mu.Unlock()
+	e.opt, e.extra, e.err = run(g, fam, deadline)
+	returned = true
+	if e.err == nil && e.opt != nil {
+		pl.mu.Lock()
+		if pl.columns[key] == e {
+			// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
+			n := int64(e.opt.n)
+			pl.charge("c"+key, 3*8*n*n+8*n+256)
+		}
+		pl.mu.Unlock()
+	}
 	return e.opt, e.extra, e.err
 }
 
