@@ -1,49 +1,103 @@
-// Package answers persists released noisy answers in their own SQLite
-// file, so that a repeated batch is re-released for free across proxy
-// restarts and across processes sharing a data directory.
-//
-// Everything stored here has already left the proxy, paid for in the
-// ledger: re-releasing it is post-processing and costs nothing. The store
-// holds only released values, never data; it is keyed by an opaque string
-// (the engine's canonical batch key) and stores opaque bytes (the engine's
-// encoding of its result sets).
 package answers
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
-// Store is a persistent map from batch keys to released answers. It is
-// safe for concurrent use, and several processes may share one file.
+// Store is a persistent map from batch keys to released answers, with
+// claims on keys being answered. It is safe for concurrent use, and
+// several processes may share one file.
 type Store struct {
-	db *sql.DB
+	// db reads, and writes claims (synchronous=NORMAL: a claim lost in a
+	// power failure costs at most a second measurement, whose answer Put
+	// reconciles). wdb writes answers (synchronous=FULL: durable before
+	// release).
+	db, wdb *sql.DB
+	owner   string
+	lock    *ownerLock // liveness of this Store for other processes
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	claims map[string]*claim // keys this Store has claimed and not yet Put or Released
+	closed bool
 }
+
+// leaseTTL is how long a claim holds without renewal; the owner renews it
+// every leaseTTL/3 while it works.
+const leaseTTL = 30 * time.Second
+
+const schema = `
+CREATE TABLE IF NOT EXISTS answers (
+	key      TEXT PRIMARY KEY,
+	results  BLOB NOT NULL,
+	released TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pending (
+	key     TEXT PRIMARY KEY,
+	owner   TEXT NOT NULL,
+	expires INTEGER NOT NULL -- Unix milliseconds
+);`
 
 // Open opens (creating if needed) the store at path.
 func Open(ctx context.Context, path string) (*Store, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)")
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("answers: open %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS answers (
-		key      TEXT PRIMARY KEY,
-		results  BLOB NOT NULL,
-		released TEXT NOT NULL
-	)`); err != nil {
+	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
+		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	db, err := sql.Open("sqlite", uri+"&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("answers: open %s: %w", path, err)
+	}
+	wdb, err := sql.Open("sqlite", uri+"&_pragma=synchronous(FULL)")
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("answers: open %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("answers: open %s: %w", path, err)
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	s := &Store{db: db, wdb: wdb, owner: hex.EncodeToString(b[:]), claims: map[string]*claim{},
+		log: slog.Default().With("component", "answers", "path", abs)}
+	if s.lock, err = openOwnerLock(abs+"-owners", s.owner); err != nil {
+		db.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("answers: open %s: %w", path, err)
+	}
+	return s, nil
 }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// Close ends this Store's claims (others may take their keys at once) and
+// closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	claims := s.claims
+	s.claims = map[string]*claim{}
+	s.mu.Unlock()
+	for _, c := range claims {
+		c.end()
+	}
+	_, err := s.db.Exec("DELETE FROM pending WHERE owner = ?", s.owner)
+	return errors.Join(err, s.db.Close(), s.wdb.Close(), s.lock.close())
+}
 
 // Get returns the answer stored under key; ok is false when there is none.
 func (s *Store) Get(ctx context.Context, key string) (results []byte, ok bool, err error) {
@@ -57,14 +111,30 @@ func (s *Store) Get(ctx context.Context, key string) (results []byte, ok bool, e
 	return results, true, nil
 }
 
-// Put stores results under key unless an answer is already stored there:
-// the first release is the one every later repeat shows, whichever process
-// made it.
-func (s *Store) Put(ctx context.Context, key string, results []byte) error {
-	_, err := s.db.ExecContext(ctx, "INSERT INTO answers (key, results, released) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
-		key, results, time.Now().UTC().Format(time.RFC3339Nano))
+// Put stores results under key unless an answer is already stored there,
+// ends this Store's claim on key if it has one, and returns the answer
+// stored under key — the first one stored, whichever process stored it,
+// which is the one to release. It is durable (synchronous=FULL) when Put
+// returns.
+func (s *Store) Put(ctx context.Context, key string, results []byte) (stored []byte, err error) {
+	s.endClaim(key)
+	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("answers: put: %w", err)
+		return nil, fmt.Errorf("answers: put: %w", err)
 	}
-	return nil
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, "INSERT INTO answers (key, results, released) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
+		key, results, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return nil, fmt.Errorf("answers: put: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM pending WHERE key = ? AND owner = ?", key, s.owner); err != nil {
+		return nil, fmt.Errorf("answers: put: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT results FROM answers WHERE key = ?", key).Scan(&stored); err != nil {
+		return nil, fmt.Errorf("answers: put: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("answers: put: %w", err)
+	}
+	return stored, nil
 }

@@ -186,6 +186,9 @@ func decodeEntry(raw []any) (Entry, string, error) {
 // overspend until the next Verify, which then reports it; the entries stay
 // the authority.
 func (l *Ledger) Verify(ctx context.Context) error {
+	if err := l.FlushReuses(ctx); err != nil {
+		return err
+	}
 	err := l.read(ctx, func(tx *sql.Tx) error {
 		_, _, err := verifyTx(ctx, tx)
 		return err
@@ -325,6 +328,9 @@ const headPrefix = "dpproxy-ledger-head/v1 "
 // the ledger still holds that exact prefix (see ParseHead). It refuses to
 // sign a ledger that fails Verify.
 func (l *Ledger) SignHead(ctx context.Context, priv ed25519.PrivateKey) (head string, sig []byte, err error) {
+	if err := l.FlushReuses(ctx); err != nil {
+		return "", nil, err
+	}
 	if len(priv) != ed25519.PrivateKeySize {
 		return "", nil, fmt.Errorf("budget: sign head: private key has %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
 	}

@@ -58,4 +58,8 @@
 // two charges can never both pass a check that only one of them fits. A
 // charge is committed, and with synchronous=FULL on disk, before Charge
 // returns; a crash afterwards can lose an answer, never the accounting.
+// Zero-cost reuse entries are the exception to one-transaction-per-entry:
+// [Ledger.RecordReuse] queues them and a background committer writes them
+// in batches (reuse.go), or the next charge carries them ahead of itself;
+// a crash can lose the last few, which cost nothing.
 package budget

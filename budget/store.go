@@ -50,6 +50,8 @@ type Ledger struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	reuses *reuseQueue // group commit of KindReuse entries (reuse.go)
 }
 
 // scope keys the spent aggregate: see SpentRow for the convention.
@@ -128,6 +130,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		flock:  flock,
 		closed: make(chan struct{}),
 	}
+	l.startReuses()
 	if err := l.init(ctx); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
@@ -222,11 +225,13 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 // Path is the ledger file's absolute path.
 func (l *Ledger) Path() string { return l.path }
 
-// Close waits for writes in progress and closes the ledger's connections.
-// Every entry appended before has already been committed. Later calls
+// Close writes the pending reuse entries (see RecordReuse), waits for
+// writes in progress and closes the ledger's connections. Every entry
+// appended before has then been committed. Later calls
 // return the first call's result.
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
+		l.stopReuses()      // pending reuse entries are written first
 		l.wmu <- struct{}{} // held for good: no write starts after this
 		close(l.closed)
 		errs := []error{l.db.Close()}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Catalog is a loaded, validated configuration.
@@ -27,6 +28,11 @@ type Catalog struct {
 	// AuthPlugin is the authentication plugin the handshake announces:
 	// "mysql_native_password" (default) or "caching_sha2_password".
 	AuthPlugin string
+	// Server bounds what clients may hold of the MySQL front (the "server"
+	// section; defaults filled in).
+	Server Server
+	// Cache bounds the in-memory caches in bytes.
+	Cache Cache
 }
 
 // TLS is the catalog's "tls" section.
@@ -46,11 +52,71 @@ type Ledger struct {
 	PublicKey string
 }
 
+// Source drivers.
+const (
+	DriverSQLite   = "sqlite"   // an SQLite file, embedded (modernc.org/sqlite)
+	DriverPostgres = "postgres" // PostgreSQL and what speaks its protocol (github.com/jackc/pgx/v5)
+	DriverMySQL    = "mysql"    // MySQL, MariaDB and what speaks their protocol (github.com/go-sql-driver/mysql)
+)
+
 // Source is a database holding protected tables.
 type Source struct {
 	Name   string
-	Driver string // "sqlite"
+	Driver string // DriverSQLite, DriverPostgres or DriverMySQL
 	Path   string // file path for sqlite (relative paths are relative to the data directory)
+	// DSN is a server's connection string (postgres, mysql). It may hold a
+	// password: it is never logged, printed or put in an error message.
+	DSN string
+	// DSNEnv names the environment variable holding the DSN instead, so
+	// secrets stay out of the catalog file; read when the source is opened.
+	DSNEnv string
+	// MaxConnections bounds the source's connection pool: at most this many
+	// histograms are built from it at once (0: the driver's default, see
+	// package sources).
+	MaxConnections int
+	// VersionQuery is a query returning one value that changes whenever the
+	// source's data changes; cached histograms are rebuilt when it does. ""
+	// uses the driver's default (see package sources).
+	VersionQuery string
+	// CacheTTL is how long a cached histogram is reused without asking the
+	// source's data version, when CacheTTLSet (else the driver's default,
+	// see package sources); 0 asks every time.
+	CacheTTL    time.Duration
+	CacheTTLSet bool
+}
+
+// DefaultMaxCells is a table's max_cells unless the catalog sets it.
+const DefaultMaxCells = 10_000_000
+
+// Cache bounds the proxy's in-memory caches, in bytes (least recently used
+// entries go first). Zero fields take the defaults below.
+type Cache struct {
+	Histograms int64 // cached histograms (8 bytes per cell)
+	Answers    int64 // released answers kept in memory (all stay on disk)
+	Plans      int64 // planned strategies
+}
+
+// Default cache bounds.
+const (
+	DefaultHistogramCacheBytes = 512 << 20
+	DefaultAnswerCacheBytes    = 128 << 20
+	DefaultPlanCacheBytes      = 256 << 20
+)
+
+// HistogramBytes is the histogram cache's bound.
+func (c Cache) HistogramBytes() int64 { return orDefault(c.Histograms, DefaultHistogramCacheBytes) }
+
+// AnswerBytes is the in-memory answer cache's bound.
+func (c Cache) AnswerBytes() int64 { return orDefault(c.Answers, DefaultAnswerCacheBytes) }
+
+// PlanBytes is the plan cache's bound.
+func (c Cache) PlanBytes() int64 { return orDefault(c.Plans, DefaultPlanCacheBytes) }
+
+func orDefault(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // NoiseFamily chooses how a table's measurements are perturbed.
@@ -88,6 +154,10 @@ type Table struct {
 	Noise       NoiseFamily
 	Budget      Budget
 	Columns     []*Column
+	// MaxCells bounds a batch's product domain: a batch over more cells is
+	// refused before any histogram, plan or charge (DefaultMaxCells unless
+	// the catalog says otherwise).
+	MaxCells int64
 }
 
 // Column returns the named column (case-insensitive), or nil.
@@ -258,49 +328,6 @@ func (c *Column) WithDroppedCell() *Column {
 	return &cp
 }
 
-// declared is the number of declared values or bins.
-func (c *Column) declared() int {
-	switch c.Kind {
-	case Categorical:
-		return len(c.Values)
-	case IntegerRange:
-		return int((c.Max - c.Min + c.Width) / c.Width)
-	default:
-		return len(c.Edges) - 1
-	}
-}
-
-// OtherCell is the index of the cell an out-of-domain value is counted in:
-// the other cell, or the dropped cell on a batch's copy (DroppedCell); -1
-// when the value is dropped (its row left out of the histogram), or under
-// clamp, where each value goes to its nearest bin instead.
-func (c *Column) OtherCell() int {
-	switch {
-	case c.OutOfDomain == PolicyOther:
-		return c.declared()
-	case c.OutOfDomain == PolicyDrop:
-		return c.DroppedCellIndex()
-	}
-	return -1
-}
-
-// NullCell is the index of the cell a NULL is counted in: the NULL cell,
-// the other cell, or the dropped cell on a batch's copy (DroppedCell); -1
-// when the NULL is dropped (its row left out of the histogram).
-func (c *Column) NullCell() int {
-	switch c.Null {
-	case PolicyCell:
-		n := c.declared()
-		if c.OutOfDomain == PolicyOther {
-			n++
-		}
-		return n
-	case PolicyOther:
-		return c.declared()
-	}
-	return c.DroppedCellIndex()
-}
-
 // DroppedCellIndex is the index of the dropped cell, or -1 when the column
 // has none.
 func (c *Column) DroppedCellIndex() int {
@@ -312,7 +339,7 @@ func (c *Column) DroppedCellIndex() int {
 
 // Size is the number of domain cells.
 func (c *Column) Size() int {
-	n := c.declared()
+	n := c.Declared()
 	if c.OutOfDomain == PolicyOther {
 		n++
 	}

@@ -21,7 +21,8 @@
 //	  auditor: {password_hash: "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", role: auditor}
 //
 // Top-level keys: database (required), sources (required, at least one),
-// tables (required, at least one) and users. Only the keys listed here are
+// tables (required, at least one), users, and the optional ledger, tls,
+// auth_plugin and server sections. Only the keys listed here are
 // accepted anywhere; an unknown key is an error.
 //
 // Database, source, table and column names are lower-cased and must then be
@@ -29,8 +30,14 @@
 // digit. Two names that differ only in case are duplicates. User names are
 // kept as written (MySQL user names are case-sensitive).
 //
-// Sources: driver (required; sqlite is the only driver so far) and path
-// (required; relative paths are relative to the data directory).
+// Sources: driver (required): sqlite with path (required; relative paths
+// are relative to the data directory), or postgres / mysql with exactly one
+// of dsn (the connection string; its value never appears in an error) and
+// dsn_env (the environment variable holding it). Optional: max_connections
+// (1–1000, the pool and the number of concurrent histogram builds),
+// version_query (a query whose value changes with the data) and cache_ttl
+// (a duration such as 30s: how long a histogram is reused before the version
+// is asked again; postgres and mysql only).
 //
 // Tables:
 //   - source: a declared source; may be left out when exactly one is declared.
@@ -45,6 +52,8 @@
 //     default_per_query ≤ max_per_query ≤ per_user ≤ total. delta is
 //     required, in (0, 1), for gaussian tables and refused for laplace ones.
 //   - columns: at least one, in the order clients will see them.
+//   - max_cells: the largest product domain one batch may span
+//     (DefaultMaxCells unless set; ≥ 1).
 //
 // Columns, by type:
 //   - integer: min and max (integers, min ≤ max, inclusive) and width (≥ 1,
@@ -52,8 +61,8 @@
 //     last one ending at max.
 //   - numeric: edges, at least 2 numbers, strictly increasing: bins
 //     [e0, e1), [e1, e2), ..., [e(k-1), ek].
-//   - categorical: values, a non-empty list of distinct values (compared as
-//     text, case-sensitively).
+//   - categorical: values, a non-empty list of distinct values. Stored data
+//     matches a value when its text is equal byte for byte (see binning.go).
 //
 // Each column also says where NULLs and values outside its domain go:
 //   - null: drop (the default: the row does not count in a query that
@@ -73,10 +82,24 @@
 //
 // A column may declare at most MaxColumnCells cells.
 //
+// Cache (optional): histograms, answers and plans, each a size in bytes
+// (a number, or with a unit: 512MiB, 1GiB, 100MB) bounding that in-memory
+// cache; defaults DefaultHistogramCacheBytes, DefaultAnswerCacheBytes,
+// DefaultPlanCacheBytes.
+//
 // Users: role (analyst or auditor, required) and exactly one of password
 // (plain text, for demos; hashed on load) or password_hash (the
 // mysql_native_password hash, "*" and 40 hex digits, as NativePasswordHash
 // computes and MySQL's mysql.user table stores). Empty passwords are refused.
+//
+// Server (optional): what clients may hold of the MySQL front, with MySQL's
+// defaults. max_connections (1–100000, default 151) bounds the open client
+// connections, authenticated or not; handshake_timeout (default 10s, at
+// least 2s; MySQL's connect_timeout) bounds the connection phase;
+// wait_timeout and interactive_timeout (default 8h each) bound a session's
+// idle time between commands, the latter for clients that connect with
+// CLIENT_INTERACTIVE. Timeouts are whole seconds, written as a number (28800)
+// or a duration (30s, 10m, 8h), at most one year.
 //
 // YAML anchors and aliases may be used to share blocks (for example one
 // budget between tables); merge keys (<<) are not supported.

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -44,6 +45,9 @@ func Demo() *Catalog {
 	}
 	return c
 }
+
+// DemoYAML returns the embedded demo catalog's text (a copy).
+func DemoYAML() []byte { return append([]byte(nil), demoYAML...) }
 
 // Load reads and validates the catalog file at path. Validation errors are
 // of type Errors and name path, the line and the field.
@@ -392,7 +396,7 @@ func (p *parser) name(n node, name string) bool {
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (p *parser) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin")
+	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin", "server", "cache")
 	if !ok {
 		return nil
 	}
@@ -449,6 +453,13 @@ func (p *parser) catalog(root node) *Catalog {
 	}
 	if n, ok := f["tls"]; ok {
 		p.tls(n, &cat.TLS)
+	}
+	if n, ok := f["server"]; ok {
+		p.server(n, &cat.Server)
+	}
+	cat.Server = cat.Server.WithDefaults()
+	if n, ok := f["cache"]; ok {
+		p.cache(n, &cat.Cache)
 	}
 	if n, ok := f["auth_plugin"]; ok {
 		if w, ok := p.word(n, "mysql_native_password", "caching_sha2_password"); ok {
@@ -511,36 +522,145 @@ func (p *parser) source(e entry) *Source {
 	if !p.name(e.val, e.key) {
 		return nil
 	}
-	f, ok := p.fields(e.val, "driver", "path")
+	f, ok := p.fields(e.val, "driver", "path", "dsn", "dsn_env", "max_connections", "version_query", "cache_ttl")
 	if !ok {
 		return nil
 	}
 	s := &Source{Name: e.key}
 	if n, ok := f["driver"]; !ok {
 		p.required(e.val, "driver")
-	} else if d, ok := p.word(n, "sqlite"); ok {
+	} else if d, ok := p.word(n, DriverSQLite, DriverPostgres, DriverMySQL); ok {
 		s.Driver = d
 	}
-	if n, ok := f["path"]; !ok {
-		p.required(e.val, "path")
-	} else if v, ok := p.scalar(n); ok {
-		if v == "" {
-			p.errorf(n.line, n.path, "must not be empty")
+	text := func(key string, dst *string) (node, bool) {
+		n, has := f[key]
+		if !has {
+			return n, false
 		}
-		s.Path = v
+		if v, ok := p.scalar(n); ok {
+			if strings.TrimSpace(v) == "" {
+				p.errorf(n.line, n.path, "must not be empty")
+			}
+			*dst = v
+		}
+		return n, true
+	}
+	pathN, hasPath := text("path", &s.Path)
+	// A DSN's value never appears in a message: it may hold a password.
+	dsnN, hasDSN := f["dsn"]
+	if hasDSN {
+		if dsnN.y.Kind != yaml.ScalarNode || dsnN.y.ShortTag() == "!!null" || strings.TrimSpace(dsnN.y.Value) == "" {
+			p.errorf(dsnN.line, dsnN.path, "must be a non-empty connection string")
+		} else {
+			s.DSN = dsnN.y.Value
+		}
+	}
+	envN, hasEnv := text("dsn_env", &s.DSNEnv)
+	if hasEnv && s.DSNEnv != "" && !envName.MatchString(s.DSNEnv) {
+		p.errorf(envN.line, envN.path, "invalid environment variable name %q", s.DSNEnv)
+	}
+	switch s.Driver {
+	case DriverSQLite:
+		if !hasPath {
+			p.required(e.val, "path")
+		}
+		for _, k := range []string{"dsn", "dsn_env", "version_query", "cache_ttl"} {
+			if n, has := f[k]; has {
+				p.errorf(n.line, n.path, "not used by driver sqlite (it reads the file at path)")
+			}
+		}
+	case DriverPostgres, DriverMySQL:
+		if hasPath {
+			p.errorf(pathN.line, pathN.path, "not used by driver %s (give dsn or dsn_env)", s.Driver)
+		}
+		switch {
+		case hasDSN && hasEnv:
+			p.errorf(e.val.line, e.val.path, "give dsn or dsn_env, not both")
+		case !hasDSN && !hasEnv:
+			p.errorf(e.val.line, join(e.val.path, "dsn"), "required for driver %s (or dsn_env: the environment variable holding it)", s.Driver)
+		}
+	}
+	if n, has := f["max_connections"]; has {
+		if v, ok := p.integer(n); ok {
+			if v < 1 || v > 1000 {
+				p.errorf(n.line, n.path, "must be between 1 and 1000")
+			} else {
+				s.MaxConnections = int(v)
+			}
+		}
+	}
+	text("version_query", &s.VersionQuery)
+	if n, has := f["cache_ttl"]; has {
+		if v, ok := p.scalar(n); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				p.errorf(n.line, n.path, "must be a duration such as 30s or 5m (got %q)", v)
+			} else {
+				s.CacheTTL, s.CacheTTLSet = d, true
+			}
+		}
 	}
 	return s
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// cache reads the optional "cache" section: byte bounds such as 512MiB.
+func (p *parser) cache(n node, c *Cache) {
+	f, ok := p.fields(n, "histograms", "answers", "plans")
+	if !ok {
+		return
+	}
+	for key, dst := range map[string]*int64{"histograms": &c.Histograms, "answers": &c.Answers, "plans": &c.Plans} {
+		if v, has := f[key]; has {
+			if b, ok := p.bytes(v); ok {
+				*dst = b
+			}
+		}
+	}
+}
+
+var byteSize = regexp.MustCompile(`^([0-9]+)\s*([KMGT]i?B|B)?$`)
+
+// bytes reads a size: a number of bytes, or with a unit (KiB, MiB, GiB,
+// TiB, or KB, MB, GB, TB in powers of ten).
+func (p *parser) bytes(n node) (int64, bool) {
+	v, ok := p.scalar(n)
+	if !ok {
+		return 0, false
+	}
+	m := byteSize.FindStringSubmatch(strings.TrimSpace(v))
+	if m == nil {
+		p.errorf(n.line, n.path, "must be a size such as 512MiB or 1GiB (got %q)", v)
+		return 0, false
+	}
+	x, err := strconv.ParseInt(m[1], 10, 64)
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	if err != nil || x <= 0 || x > math.MaxInt64/mult {
+		p.errorf(n.line, n.path, "must be a positive size below 8 EiB (got %q)", v)
+		return 0, false
+	}
+	return x * mult, true
 }
 
 var sourceTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 func (p *parser) table(e entry, sources []string) *Table {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns")
+	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells")
 	if !ok {
 		return nil
 	}
-	t := &Table{Name: e.key, SourceTable: e.key, Noise: Laplace}
+	t := &Table{Name: e.key, SourceTable: e.key, Noise: Laplace, MaxCells: DefaultMaxCells}
+	if n, ok := f["max_cells"]; ok {
+		if v, ok := p.integer(n); ok {
+			if v < 1 {
+				p.errorf(n.line, n.path, "must be ≥ 1")
+			} else {
+				t.MaxCells = v
+			}
+		}
+	}
 
 	if n, ok := f["source"]; ok {
 		if s, ok := p.scalar(n); ok {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // valid is a small, valid catalog; the error cases below are edits of it.
@@ -206,12 +207,12 @@ func TestParseErrors(t *testing.T) {
 		{"source_table", edit("source_table: raw_orders", "source_table: raw orders"),
 			`catalog.yaml:7: tables.orders.source_table: invalid table name "raw orders": use letters, digits and underscores, optionally qualified as schema.table`},
 		{"driver", edit("driver: sqlite", "driver: oracle"),
-			`catalog.yaml:3: sources.main.driver: must be sqlite (got "oracle")`},
+			`catalog.yaml:3: sources.main.driver: must be one of sqlite, postgres, mysql (got "oracle")`},
 		{"source path missing", edit("{driver: sqlite, path: shop.sqlite}", "{driver: sqlite}"),
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
@@ -224,7 +225,7 @@ func TestParseErrors(t *testing.T) {
 		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
 			"catalog.yaml:1: tables: at least one table is required"},
 		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
-			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin)\n" +
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin, server, cache)\n" +
 				"catalog.yaml:1: database: required"},
 		{"role", edit("role: analyst", "role: admin"),
 			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},
@@ -429,6 +430,49 @@ func TestTLSAndAuthPlugin(t *testing.T) {
 		{"tls: {cert: c.pem}\n", "c.yaml:7: tls: give cert and key together"},
 		{"tls: {require: true}\n", "c.yaml:7: tls.require: require: true needs a cert and key"},
 		{"auth_plugin: sha256\n", "c.yaml:7: auth_plugin:"},
+	} {
+		if _, err := Parse("c.yaml", []byte(base+bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%q: got %v, want %q", bad.yaml, err, bad.msg)
+		}
+	}
+}
+
+func TestServerSection(t *testing.T) {
+	base := "database: d\nsources: {main: {driver: sqlite, path: x.sqlite}}\ntables:\n  t:\n    budget: {total: 1, per_user: 1, default_per_query: 0.1}\n    columns: {a: {type: integer, min: 0, max: 9}}\n"
+	c, err := Parse("c.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Server{MaxConnections: 151, HandshakeTimeout: 10 * time.Second, WaitTimeout: 8 * time.Hour, InteractiveTimeout: 8 * time.Hour}
+	if c.Server != want {
+		t.Fatalf("defaults: %+v, want %+v", c.Server, want)
+	}
+	if d := Demo().Server; d != want {
+		t.Fatalf("demo: %+v", d)
+	}
+	c, err = Parse("c.yaml", []byte(base+"server: {max_connections: 20, handshake_timeout: 5s, wait_timeout: 600, interactive_timeout: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Server{MaxConnections: 20, HandshakeTimeout: 5 * time.Second, WaitTimeout: 10 * time.Minute, InteractiveTimeout: time.Hour}
+	if c.Server != want {
+		t.Fatalf("%+v, want %+v", c.Server, want)
+	}
+	// Only some keys: the others keep their defaults.
+	c, err = Parse("c.yaml", []byte(base+"server:\n  wait_timeout: 30\n"))
+	if err != nil || c.Server.WaitTimeout != 30*time.Second || c.Server.MaxConnections != 151 || c.Server.InteractiveTimeout != 8*time.Hour {
+		t.Fatalf("%v %+v", err, c)
+	}
+	for _, bad := range []struct{ yaml, msg string }{
+		{"server: {max_connections: 0}\n", "c.yaml:7: server.max_connections: must be between 1 and 100000 (got 0)"},
+		{"server: {max_connections: many}\n", "c.yaml:7: server.max_connections: must be an integer"},
+		{"server: {handshake_timeout: 1}\n", "c.yaml:7: server.handshake_timeout: must be between 2 and 31536000 seconds (got \"1\")"},
+		{"server: {wait_timeout: 1.5s}\n", "c.yaml:7: server.wait_timeout: must be a whole number of seconds (got \"1.5s\")"},
+		{"server: {wait_timeout: 0}\n", "c.yaml:7: server.wait_timeout: must be between 1 and 31536000 seconds"},
+		{"server: {interactive_timeout: forever}\n", "c.yaml:7: server.interactive_timeout: must be a number of seconds or a duration such as 30s, 10m, 8h (got \"forever\")"},
+		{"server: {interactive_timeout: 9000h}\n", "c.yaml:7: server.interactive_timeout: must be between 1 and 31536000 seconds"},
+		{"server:\n  max_conections: 5\n", "c.yaml:8: server.max_conections: unknown key (expected one of max_connections, handshake_timeout, wait_timeout, interactive_timeout)"},
+		{"server: 5\n", "c.yaml:7: server: must be a mapping"},
 	} {
 		if _, err := Parse("c.yaml", []byte(base+bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {
 			t.Errorf("%q: got %v, want %q", bad.yaml, err, bad.msg)

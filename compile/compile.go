@@ -77,11 +77,13 @@ type Query struct {
 	Aggregates []Linear
 	// Bases is the number of base aggregates.
 	Bases int
-	// Rows are the output groups, in declared order.
+	// Rows are the output groups, in declared order (see RowCount, RowAt);
+	// nil means every plain group, in order, with no expression group.
 	Rows []Row
 	// Live[a][g] reports whether aggregate a's row at plain group g is
-	// non-zero over the domain. A zero row is known exactly without
-	// measuring it (0; or NULL for a SUM or AVG over no value).
+	// non-zero over the domain (Live[a] nil: every row is). A zero row is
+	// known exactly without measuring it (0; or NULL for a SUM or AVG over
+	// no value).
 	Live  [][]bool
 	Items []Item // output columns, then hidden ones
 	// Visible is how many of Items are output columns; the rest are
@@ -112,8 +114,41 @@ type ExprGroup struct {
 
 // Row is one output group.
 type Row struct {
-	Plain int // the plain group, row-major over GroupCols
-	Expr  int // index into ExprGroups
+	Plain int32 // the plain group, row-major over GroupCols
+	Expr  int32 // index into ExprGroups
+}
+
+// RowCount is the number of output rows.
+func (q *Query) RowCount(w *Workload) int {
+	if q.Rows == nil {
+		return q.Groups(w)
+	}
+	return len(q.Rows)
+}
+
+// Label is ItemGroup it's label on output row r (int64, float64, string
+// or nil). It looks the cell up each time: the engine keeps the labels of
+// a plain column's cells instead.
+func (q *Query) Label(w *Workload, it Item, r int) any {
+	row := q.RowAt(r)
+	switch {
+	case it.Plain >= 0:
+		cells := make([]int, len(q.GroupCols))
+		q.GroupCells(w, int(row.Plain), cells)
+		c := w.Columns[q.GroupCols[it.Plain]]
+		return CellLabel(c, c.Cells()[cells[it.Plain]])
+	case it.ExprKey >= 0:
+		return q.ExprGroups[row.Expr].Labels[it.ExprKey]
+	}
+	return it.Labels[r]
+}
+
+// RowAt is output row r.
+func (q *Query) RowAt(r int) Row {
+	if q.Rows == nil {
+		return Row{Plain: int32(r)}
+	}
+	return q.Rows[r]
 }
 
 // Agg is the index in Aggregates of base aggregate b restricted to
@@ -126,7 +161,7 @@ func (q *Query) ExprCount() int { return max(1, len(q.ExprGroups)) }
 
 // IsLive reports whether aggregate a's row at plain group g is not zero by
 // construction (every row is, in a Query built without Live).
-func (q *Query) IsLive(a, g int) bool { return q.Live == nil || q.Live[a][g] }
+func (q *Query) IsLive(a, g int) bool { return q.Live == nil || q.Live[a] == nil || q.Live[a][g] }
 
 // Measured reports whether some aggregate row of q is not zero by
 // construction.
@@ -135,6 +170,9 @@ func (q *Query) Measured() bool {
 		return len(q.Aggregates) > 0
 	}
 	for _, l := range q.Live {
+		if l == nil {
+			return true
+		}
 		for _, v := range l {
 			if v {
 				return true
@@ -147,7 +185,7 @@ func (q *Query) Measured() bool {
 // LiveRows is the number of plain groups where aggregate a is not zero by
 // construction: the rows a direct measurement must answer.
 func (q *Query) LiveRows(w *Workload, a int) int {
-	if q.Live == nil {
+	if q.Live == nil || q.Live[a] == nil {
 		return q.Groups(w)
 	}
 	n := 0
@@ -244,10 +282,14 @@ type ExprNode struct {
 // Item is one output column of a query.
 type Item struct {
 	Kind ItemKind
-	// Labels is an ItemGroup's value per output row (int64, float64,
-	// string or nil), of type LabelType.
-	Labels    []any
-	LabelType LabelType
+	// An ItemGroup's label: the cell of the plain GROUP BY column
+	// GroupCols[Plain] (CellLabel), or the expression key ExprKey's label
+	// (ExprGroups[row.Expr].Labels[ExprKey]), or else Labels[row] (a
+	// function of the keys); -1 when not that kind. Values are int64,
+	// float64, string or nil, of type LabelType.
+	Plain, ExprKey int
+	Labels         []any
+	LabelType      LabelType
 	// Agg, Den, Sq are base aggregates (see Query.Agg): the numerator of a
 	// ratio or the SUM of a variance, the denominator COUNT, the SUM of
 	// squares.
@@ -314,27 +356,43 @@ func Compile(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 			k++
 			continue
 		}
-		out.Queries = append(out.Queries, detach(q))
+		out.Queries = append(out.Queries, detach(q, w))
 	}
 	return out, nil
 }
 
 // detach turns a query known from the domain into one that reads no
 // column of the batch: one plain group, aggregates that are empty (zero)
-// Linears. Its rows, labels and NULLs were computed by compile.
-func detach(q *Query) *Query {
+// Linears, its rows listed and the labels of its plain GROUP BY columns
+// written out (w is the workload it was compiled in).
+func detach(q *Query, w *Workload) *Query {
 	cp := *q
+	n := q.RowCount(w)
+	rows := make([]Row, n)
+	for r := range rows {
+		rows[r] = Row{Plain: 0, Expr: q.RowAt(r).Expr}
+	}
+	cp.Items = append([]Item(nil), q.Items...)
+	cells := make([]int, len(q.GroupCols))
+	for i, it := range cp.Items {
+		if it.Kind == ItemGroup && it.Plain >= 0 {
+			c := w.Columns[q.GroupCols[it.Plain]]
+			cellLabels := c.Cells()
+			labels := make([]any, n)
+			for r := range labels {
+				q.GroupCells(w, int(q.RowAt(r).Plain), cells)
+				labels[r] = CellLabel(c, cellLabels[cells[it.Plain]])
+			}
+			cp.Items[i].Plain, cp.Items[i].Labels = -1, labels
+		}
+	}
+	cp.Rows = rows
 	cp.GroupCols = nil
 	cp.Aggregates = make([]Linear, len(q.Aggregates))
 	cp.Live = make([][]bool, len(q.Aggregates))
 	for a := range cp.Live {
 		cp.Live[a] = []bool{false}
 	}
-	rows := make([]Row, len(q.Rows))
-	for i, r := range q.Rows {
-		rows[i] = Row{Plain: 0, Expr: r.Expr}
-	}
-	cp.Rows = rows
 	return &cp
 }
 
@@ -370,6 +428,15 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	}
 	c := newCompiler(w, index)
 	for i, st := range qs {
+		var grouped []*catalog.Column
+		for _, name := range st.Query.GroupBy {
+			if c := t.Column(name); c != nil {
+				grouped = append(grouped, c)
+			}
+		}
+		if err := CheckCells(t, grouped); err != nil {
+			return nil, err
+		}
 		q, err := c.query(st, refs[i])
 		if err != nil {
 			return nil, err
@@ -377,6 +444,41 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		w.Queries = append(w.Queries, q)
 	}
 	return w, nil
+}
+
+// CheckCells refuses a set of columns whose product domain exceeds the
+// table's max_cells: a GROUP BY over more groups (or a listed domain over
+// more combinations) than that would size its result, and everything
+// behind it, by the product. It runs before anything is sized by it and
+// before any charge; the product is public (the catalog's domains), so the
+// refusal says the numbers. (A batch's whole product domain may exceed
+// max_cells when its plan is measured in marginal space: the planner
+// bounds the histograms it counts by the same limit.)
+func CheckCells(t *catalog.Table, cols []*catalog.Column) error {
+	limit := t.MaxCells
+	if limit <= 0 {
+		limit = catalog.DefaultMaxCells
+	}
+	cells := 1.0
+	var dims []string
+	for _, c := range cols {
+		cells *= float64(c.Size())
+		dims = append(dims, fmt.Sprintf("%s %d", c.Name, c.Size()))
+	}
+	if cells <= float64(limit) {
+		return nil
+	}
+	return parser.Errorf(parser.CodeDPRefused, "the grouped columns span %s cells (%s), more than the cell limit of table %s (max_cells %d); group by fewer or coarser columns",
+		formatCells(cells), strings.Join(dims, " × "), t.Name, limit)
+}
+
+// formatCells writes a cell count exactly when it fits an integer, else in
+// scientific notation.
+func formatCells(x float64) string {
+	if x < 1e18 {
+		return strconv.FormatInt(int64(x), 10)
+	}
+	return strconv.FormatFloat(x, 'e', 3, 64)
 }
 
 // references lists the columns a query reads (1054 for unknown ones).

@@ -36,9 +36,6 @@ func bruteEval(t *catalog.Table, cols []*catalog.Column, cell []int, p parser.Pr
 		for j, c := range cols {
 			if c.Name == name {
 				ce := c.Cells()[cell[j]]
-				if ce.Kind == catalog.CellOther && c.Kind == catalog.Categorical {
-					return "zzz-not-in-domain", 0, catalog.CellValue
-				}
 				return ce.Value, ce.Lo, ce.Kind
 			}
 		}

@@ -66,9 +66,8 @@ func cellVal(c *catalog.Column, i int, cell catalog.Cell) val {
 	case catalog.CellValue:
 		return strVal(cell.Value)
 	case catalog.CellOther:
-		if c.Kind == catalog.Categorical {
-			return val{kind: vOther, otherOf: c}
-		}
+		// Values outside the declared ones (binned by exact text, so a
+		// case variant of a declared value may be among them): unknown.
 		return val{kind: vOther}
 	case catalog.CellBin:
 		v := val{kind: vNum, mid: c.Midpoint(cell), splitCol: c.Name, splitCell: i}
@@ -539,16 +538,6 @@ func (ev *evaluator) compare(l val, op parser.CompareOp, r val) (tri, error) {
 		}
 		op = parser.OpEq
 	}
-	if op == parser.OpEq || op == parser.OpNe {
-		// The other cell of a categorical column holds values that are
-		// none of its declared ones: unequal to each of them.
-		if l.kind == vStr && r.kind == vOther {
-			l, r = r, l
-		}
-		if l.kind == vOther && r.kind == vStr && ev.declared(l.otherOf, r.str) {
-			return triOf(op == parser.OpNe), nil
-		}
-	}
 	switch {
 	case l.kind == vNull || r.kind == vNull || l.kind == vOther || r.kind == vOther:
 		return tUnknown, nil
@@ -599,20 +588,6 @@ func (ev *evaluator) compare(l val, op parser.CompareOp, r val) (tri, error) {
 		return 0, splitOf(l, r)
 	}
 	return triOf(holds(op, c)), nil
-}
-
-// declared reports whether s is one of a categorical column's declared
-// values.
-func (ev *evaluator) declared(c *catalog.Column, s string) bool {
-	if c == nil {
-		return false
-	}
-	for _, v := range c.Values {
-		if ev.co.equal(v, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func splitOf(l, r val) error {

@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/parser"
@@ -71,18 +72,23 @@ func (qc *queryCompiler) item(si parser.SelectItem) (Item, error) {
 			return Item{}, parser.Errorf(parser.CodeDPRefused, "error bars apply to aggregates, not to the group key '%s'", si.Alias)
 		}
 		if si.Key != nil {
+			for k, g := range qc.exprKeys {
+				if reflect.DeepEqual(g, si.Key) {
+					return Item{Kind: ItemGroup, Name: si.Alias, Plain: -1, ExprKey: k, LabelType: qc.exprKeyType(k)}, nil
+				}
+			}
 			vs, err := qc.rowLabels(si.Key)
 			if err != nil {
 				return Item{}, err
 			}
 			labels, typ := labelsOf(vs)
-			return Item{Kind: ItemGroup, Name: si.Alias, Labels: labels, LabelType: typ}, nil
+			return Item{Kind: ItemGroup, Name: si.Alias, Plain: -1, ExprKey: -1, Labels: labels, LabelType: typ}, nil
 		}
-		labels, typ, err := qc.plainLabels(strings.ToLower(si.Column))
+		pos, typ, err := qc.plainKey(strings.ToLower(si.Column))
 		if err != nil {
 			return Item{}, err
 		}
-		return Item{Kind: ItemGroup, Name: si.Alias, Labels: labels, LabelType: typ}, nil
+		return Item{Kind: ItemGroup, Name: si.Alias, Plain: pos, ExprKey: -1, LabelType: typ}, nil
 	}
 	it, err := qc.aggregate(si)
 	it.Name, it.Bar = si.Alias, si.Bar
@@ -400,7 +406,7 @@ func (qc *queryCompiler) cond(p parser.Pred) (Condition, error) {
 		}
 		return CondOr{Terms: cs}, nil
 	case parser.Const:
-		rows := make([]bool, len(qc.q.Rows))
+		rows := make([]bool, qc.q.RowCount(qc.w))
 		for i := range rows {
 			rows[i] = p.Value
 		}

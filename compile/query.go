@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
@@ -28,12 +27,6 @@ type queryCompiler struct {
 
 // maxGroups bounds the groups of the GROUP BY expressions of one query.
 const maxGroups = 4096
-
-// MaxPlainGroups bounds the groups of one query's GROUP BY columns (the
-// product of their domains), so that compiling never holds more rows than
-// an answer could show; a column alone (at most catalog.MaxColumnCells
-// cells) always fits.
-const MaxPlainGroups = 1 << 22
 
 func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, error) {
 	src := st.Query
@@ -87,7 +80,7 @@ func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, er
 	qc.expand()
 	if !q.Measured() {
 		switch {
-		case len(q.Rows) == 0:
+		case q.Rows != nil && len(q.Rows) == 0:
 			q.Why = "no group: the WHERE admits no cell of the declared domain"
 		case len(qc.base) == 0:
 			q.Why = "the WHERE admits no cell of the declared domain"
@@ -180,13 +173,6 @@ func (qc *queryCompiler) keys() error {
 		q.Keys = append(q.Keys, Key{Plain: len(q.GroupCols), Expr: -1, Text: name})
 		q.GroupCols = append(q.GroupCols, j)
 	}
-	groups := 1.0
-	for _, j := range q.GroupCols {
-		groups *= float64(qc.w.Columns[j].Size())
-	}
-	if groups > MaxPlainGroups {
-		return parser.Errorf(parser.CodeDPRefused, "GROUP BY %s has %.0f groups over the declared domain, more than the limit of %d for one query; group by fewer or coarser columns", strings.Join(src.GroupBy, ", "), groups, MaxPlainGroups)
-	}
 	d := len(qc.w.Columns)
 	if len(qc.exprKeys) == 0 {
 		q.ExprGroups = []ExprGroup{{}}
@@ -242,6 +228,13 @@ func (qc *queryCompiler) keys() error {
 	if err != nil {
 		return err
 	}
+	limit := qc.w.Table.MaxCells
+	if limit <= 0 {
+		limit = catalog.DefaultMaxCells
+	}
+	if groups := float64(q.Groups(qc.w)) * float64(len(qc.groupVals)); groups > float64(limit) {
+		return parser.Errorf(parser.CodeDPRefused, "the GROUP BY keys have %.0f groups over the declared domain, more than the cell limit of table %s (max_cells %d); group by fewer or coarser keys", groups, qc.w.Table.Name, limit)
+	}
 	for g := range qc.groupVals {
 		ind := make([]float64, ntuples)
 		for i, m := range member {
@@ -290,11 +283,16 @@ func (qc *queryCompiler) rows() {
 		return
 	}
 	sizes := qc.w.Sizes()
+	if len(qc.exprKeys) == 0 && everywhere(qc.base, sizes, q.GroupCols) {
+		q.Rows = nil // every plain group, in declared order: nothing stored per row
+		return
+	}
+	q.Rows = []Row{}
 	for e, ind := range qc.groups {
 		cnt := countPerGroup(Mul(qc.base, ind), sizes, q.GroupCols)
 		for g, n := range cnt {
 			if n > 0.5 {
-				q.Rows = append(q.Rows, Row{Plain: g, Expr: e})
+				q.Rows = append(q.Rows, Row{Plain: int32(g), Expr: int32(e)})
 			}
 		}
 	}
@@ -310,7 +308,7 @@ func (qc *queryCompiler) rows() {
 	}
 	cells := make([]int, len(q.GroupCols))
 	keyOf := func(r Row) []int {
-		q.GroupCells(qc.w, r.Plain, cells)
+		q.GroupCells(qc.w, int(r.Plain), cells)
 		out := make([]int, len(q.Keys))
 		for i, k := range q.Keys {
 			if k.Plain >= 0 {
@@ -324,6 +322,35 @@ func (qc *queryCompiler) rows() {
 	sort.SliceStable(q.Rows, func(a, b int) bool {
 		return slices.Compare(keyOf(q.Rows[a]), keyOf(q.Rows[b])) < 0
 	})
+}
+
+// everywhere reports, without enumerating the groups, that l (a 0/1 table)
+// admits a cell of every plain group: one term, whose factors on the group
+// columns are positive everywhere and whose others are not all zero.
+func everywhere(l Linear, sizes []int, groupCols []int) bool {
+	if len(l) != 1 || !(l[0].Coef > 0) {
+		return false
+	}
+	grouped := make([]bool, len(sizes))
+	for _, j := range groupCols {
+		grouped[j] = true
+	}
+	for j, f := range l[0].Factors {
+		if f == nil {
+			continue
+		}
+		any := false
+		for _, x := range f {
+			if x < 0 || (grouped[j] && x == 0) {
+				return false
+			}
+			any = any || x > 0
+		}
+		if !any {
+			return false
+		}
+	}
+	return true
 }
 
 // countPerGroup sums l over the cells of each plain group (row-major over
@@ -407,23 +434,50 @@ func (qc *queryCompiler) expand() {
 	}
 }
 
+// nonZeroEverywhere reports, without enumerating the groups, that a
+// single-term l is non-zero in every plain group: its factors on the group
+// columns have no zero, and the others are not all zero.
+func nonZeroEverywhere(l Linear, groupCols []int) bool {
+	if len(l) != 1 || l[0].Coef == 0 {
+		return false
+	}
+	grouped := map[int]bool{}
+	for _, j := range groupCols {
+		grouped[j] = true
+	}
+	for j, f := range l[0].Factors {
+		if f == nil {
+			continue
+		}
+		nonzero := false
+		for _, x := range f {
+			if x == 0 && grouped[j] {
+				return false
+			}
+			nonzero = nonzero || x != 0
+		}
+		if !nonzero {
+			return false
+		}
+	}
+	return true
+}
+
 // nonZero reports, per plain group, whether l is non-zero on some cell of
-// it: Σ l² > 0 (conservatively true where that is too costly to expand).
+// it: Σ l² > 0; nil when it is in every group (or that is too costly to
+// check: then it is taken to be).
 func nonZero(l Linear, sizes []int, groupCols []int) []bool {
 	n := 1
 	for _, j := range groupCols {
 		n *= sizes[j]
 	}
-	out := make([]bool, n)
 	if len(l) == 0 {
-		return out
+		return make([]bool, n)
 	}
-	if len(l)*len(l) > 4096 {
-		for g := range out {
-			out[g] = true
-		}
-		return out
+	if len(l)*len(l) > 4096 || nonZeroEverywhere(l, groupCols) {
+		return nil // (conservatively) live in every group
 	}
+	out := make([]bool, n)
 	for g, s := range countPerGroup(Mul(l, l), sizes, groupCols) {
 		out[g] = s > 1e-9
 	}
@@ -436,15 +490,20 @@ func nonZero(l Linear, sizes []int, groupCols []int) []bool {
 func (qc *queryCompiler) nullRows(count Linear) []bool {
 	q := qc.q
 	sizes := qc.w.Sizes()
+	if len(qc.exprKeys) == 0 && everywhere(count, sizes, q.GroupCols) {
+		return nil
+	}
 	per := make([][]float64, len(qc.groups))
 	var out []bool
-	for r, row := range q.Rows {
+	n := q.RowCount(qc.w)
+	for r := 0; r < n; r++ {
+		row := q.RowAt(r)
 		if per[row.Expr] == nil {
 			per[row.Expr] = countPerGroup(Mul(count, qc.groups[row.Expr]), sizes, q.GroupCols)
 		}
 		if per[row.Expr][row.Plain] < 0.5 {
 			if out == nil {
-				out = make([]bool, len(q.Rows))
+				out = make([]bool, n)
 			}
 			out[r] = true
 		}
@@ -457,7 +516,7 @@ func (qc *queryCompiler) nullRows(count Linear) []bool {
 func (qc *queryCompiler) rowEnv(r Row) env {
 	en := env{}
 	cells := make([]int, len(qc.q.GroupCols))
-	qc.q.GroupCells(qc.w, r.Plain, cells)
+	qc.q.GroupCells(qc.w, int(r.Plain), cells)
 	for k, j := range qc.q.GroupCols {
 		en[qc.w.Columns[j].Name] = qc.vals[j][cells[k]]
 	}
@@ -487,8 +546,9 @@ func (qc *queryCompiler) substitute(e parser.Expr) parser.Expr {
 func (qc *queryCompiler) rowLabels(e parser.Expr) ([]val, error) {
 	sub := qc.substitute(e)
 	var out []val
-	for _, r := range qc.q.Rows {
-		v, err := qc.ev.expr(sub, qc.rowEnv(r))
+	n := qc.q.RowCount(qc.w)
+	for i := 0; i < n; i++ {
+		v, err := qc.ev.expr(sub, qc.rowEnv(qc.q.RowAt(i)))
 		if err != nil {
 			return nil, qc.explainSplit(ExprSQL(e), err)
 		}
@@ -513,22 +573,26 @@ func (qc *queryCompiler) rowTruth(p parser.Pred) ([]bool, error) {
 	return out, nil
 }
 
-// plainLabels is a plain GROUP BY column's label per output row: the
-// declared value, or a bin's lower edge.
-func (qc *queryCompiler) plainLabels(name string) ([]any, LabelType, error) {
+// plainKey is the position in GroupCols of a plain GROUP BY column, whose
+// labels are its cells' (CellLabel): the declared value, or a bin's lower
+// edge.
+func (qc *queryCompiler) plainKey(name string) (int, LabelType, error) {
 	j, ok := qc.index[name]
 	pos := slices.Index(qc.q.GroupCols, j)
 	if !ok || pos < 0 {
-		return nil, 0, parser.Errorf(parser.CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values", name)
+		return 0, 0, parser.Errorf(parser.CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values", name)
 	}
-	col := qc.w.Columns[j]
-	cells := make([]int, len(qc.q.GroupCols))
-	var out []any
-	for _, r := range qc.q.Rows {
-		qc.q.GroupCells(qc.w, r.Plain, cells)
-		out = append(out, CellLabel(col, qc.cells[j][cells[pos]]))
+	return pos, ColumnLabelType(qc.w.Columns[j]), nil
+}
+
+// exprKeyType is the label type of expression key k.
+func (qc *queryCompiler) exprKeyType(k int) LabelType {
+	vs := make([]val, len(qc.groupVals))
+	for e, g := range qc.groupVals {
+		vs[e] = g[k]
 	}
-	return out, ColumnLabelType(col), nil
+	_, typ := labelsOf(vs)
+	return typ
 }
 
 // CellLabel is the value a cell shows as a group label: the categorical

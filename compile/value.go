@@ -4,8 +4,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/dpproxy/dpproxy/catalog"
 )
 
 // vkind is what an expression is on one domain cell.
@@ -50,9 +48,6 @@ type val struct {
 	scale     int    // tDecimal: decimals
 	splitCol  string // the column whose bin makes the range wide, for messages
 	splitCell int    // that column's cell index
-	// otherOf is the categorical column whose other cell this vOther is:
-	// its values are none of the declared ones.
-	otherOf *catalog.Column
 }
 
 var nullVal = val{kind: vNull}

@@ -14,6 +14,7 @@ import (
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // A query means the same thing whatever it is batched with: on random
@@ -31,7 +32,7 @@ func TestBatchedQueriesKeepTheirMeaning(t *testing.T) {
 		dir := t.TempDir()
 		writeRows(t, filepath.Join(dir, "d.sqlite"), tab, rows)
 		cat := &catalog.Catalog{Database: "demo", Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}, Tables: []*catalog.Table{tab}}
-		h, err := exec.Open(ctx, cat, dir)
+		h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestBatchedQueriesKeepTheirMeaning(t *testing.T) {
 
 // exactAnswers answers a batch from the pushed-down histogram without
 // noise: every aggregate's exact value.
-func exactAnswers(ctx context.Context, h *exec.Histograms, tab *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
+func exactAnswers(ctx context.Context, h *sources.Set, tab *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
 	w, err := compile.Compile(tab, sts)
 	if err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ func effectiveValue(c *catalog.Column, raw any) effective {
 	}
 	if c.Kind == catalog.Categorical {
 		for _, v := range c.Values {
-			if strings.EqualFold(v, raw.(string)) {
+			if v == raw.(string) { // the sources bin text exactly
 				return effective{str: v}
 			}
 		}
@@ -296,8 +297,7 @@ func effectiveValue(c *catalog.Column, raw any) effective {
 
 // brute evaluates a parsed predicate on one row's effective values with
 // SQL's three-valued logic (1 true, 0 false, -1 unknown): the other cell
-// is unknown under comparisons, except that a categorical other value
-// equals no declared value.
+// is unknown under comparisons.
 func brute(p parser.Pred, tab *catalog.Table, vals map[string]effective) int {
 	cmpNum := func(v effective, op parser.CompareOp, y float64) int {
 		if v.null || v.other {
@@ -311,17 +311,7 @@ func brute(p parser.Pred, tab *catalog.Table, vals map[string]effective) int {
 		return 0
 	}
 	eqStr := func(c string, v effective, lit string) int {
-		if v.null {
-			return -1
-		}
-		declared := false
-		for _, d := range tab.Column(c).Values {
-			declared = declared || strings.EqualFold(d, lit)
-		}
-		if v.other {
-			if declared {
-				return 0
-			}
+		if v.null || v.other {
 			return -1
 		}
 		if strings.EqualFold(v.str, lit) {

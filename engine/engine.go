@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -18,11 +19,18 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
+// Counter builds a table's histogram over the product domain of some of its
+// columns (row-major, last column fastest; package sources). The engine
+// only reads the slice.
+type Counter interface {
+	Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.Column) ([]float64, error)
+}
+
 // Config wires an Engine.
 type Config struct {
 	Catalog    *catalog.Catalog
 	Ledger     *budget.Ledger
-	Histograms *exec.Histograms
+	Histograms Counter
 	Logger     *slog.Logger
 	// Answers persists released answers for reuse across restarts and
 	// processes; nil keeps them in memory only.
@@ -33,7 +41,7 @@ type Config struct {
 type Engine struct {
 	cat    *catalog.Catalog
 	ledger *budget.Ledger
-	hist   *exec.Histograms
+	hist   Counter
 	log    *slog.Logger
 
 	stored *answerStore // released answers, re-released for free on an identical batch
@@ -49,7 +57,9 @@ func New(cfg Config) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, log), planner: planner.New()}
+	pl := planner.New()
+	pl.MaxBytes = cfg.Catalog.Cache.PlanBytes()
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -180,12 +190,10 @@ func selectLimit(s *Session, st *parser.Statement, r *Result) *Result {
 		return r
 	}
 	n, ok := s.SelectLimit()
-	if !ok || uint64(len(r.Rows)) <= n {
+	if !ok || uint64(r.Len()) <= n {
 		return r
 	}
-	cp := *r
-	cp.Rows = r.Rows[:n:n]
-	return &cp
+	return r.limited(int(n))
 }
 
 func toFloat(v any) (float64, bool) {
@@ -197,8 +205,8 @@ func toFloat(v any) (float64, bool) {
 	case int:
 		return float64(v), true
 	case string:
-		var f float64
-		_, err := fmt.Sscan(v, &f)
+		// The whole text must be a number: "0.1x" is not 0.1.
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		return f, err == nil
 	}
 	return 0, false
@@ -248,37 +256,57 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt)
-	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
-		return rs, err
+	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
+		plan := plan // the accuracy target's plan, if any: the one to measure
+		if plan == nil {
+			var err error
+			if plan, err = e.choose(w, opt); err != nil {
+				return nil, err
+			}
+		}
+		// The histograms are built before the charge so a source failure
+		// costs nothing: over the product domain, or for plans measured in
+		// marginal space one per column set.
+		counts, err := exec.Fetch(ctx, plan, e.hist)
+		if err != nil {
+			return nil, e.internal("histogram", err)
+		}
+		entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts)
+		if err != nil {
+			return nil, err
+		}
+		ans, err := exec.MeasureCounts(plan, counts, noise.NewRand())
+		if err != nil {
+			// Charged but not released: conservative, and logged as such.
+			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+			return nil, e.internal("measure", err)
+		}
+		out := make([]*Result, len(w.Queries))
+		for q, qu := range w.Queries {
+			out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
+		}
+		return out, nil
+	})
+	return e.released(ctx, s, t, sts, rs, fresh, err)
+}
+
+// released finishes a batch answered by answerStore.answer: a re-released
+// answer gets its reuse entry, and every answer the statements' column
+// names. Errors from the store that are not refusals are internal.
+func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, rs []*Result, fresh bool, err error) ([]*Result, error) {
+	if err != nil {
+		var pe *parser.Error
+		if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		return nil, e.internal("stored answers", err)
 	}
-	if plan == nil {
-		if plan, err = e.planner.Choose(w, opt); err != nil {
-			return nil, e.planError(err)
+	if !fresh {
+		if err := e.recordReuse(ctx, s, t, sts); err != nil {
+			return nil, err
 		}
 	}
-	// The histograms are built before the charge so a source failure costs
-	// nothing: over the product domain, or for plans measured in marginal
-	// space one per column set.
-	counts, err := exec.Fetch(ctx, plan, e.hist)
-	if err != nil {
-		return nil, e.internal("histogram", err)
-	}
-	entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts)
-	if err != nil {
-		return nil, err
-	}
-	ans, err := exec.MeasureCounts(plan, counts, noise.NewRand())
-	if err != nil {
-		// Charged but not released: conservative, and logged as such.
-		e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
-		return nil, e.internal("measure", err)
-	}
-	out := make([]*Result, len(w.Queries))
-	for q, qu := range w.Queries {
-		out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
-	}
-	e.stored.put(ctx, key, out)
-	return out, nil
+	return named(rs, sts), nil
 }
 
 // charge records a batch's cost in the ledger before anything is released.

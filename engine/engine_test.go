@@ -20,6 +20,7 @@ import (
 	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 type fixture struct {
@@ -50,12 +51,19 @@ users:
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureCatalog(t, testCatalog)
+}
+
+// newFixtureCatalog is newFixture with another catalog over the same demo
+// data (source main: demo.sqlite).
+func newFixtureCatalog(t *testing.T, yaml string) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	if err := demo.Generate(ctx, filepath.Join(dir, "demo.sqlite"), 5000); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := catalog.Parse("test.yaml", []byte(testCatalog))
+	cat, err := catalog.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h, err := exec.Open(ctx, cat, dir)
+	h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +372,7 @@ func TestSessionOptionsAndRefusals(t *testing.T) {
 		msg       string
 	}{
 		{"capped", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: 0.5}, parser.CodeDPRefused, "per-query maximum ε = 0.3"},
-		{"analyst", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: "lots"}, parser.CodeDPRefused, "@dp_epsilon must be a positive number"},
+		{"analyst", "SELECT COUNT(*) FROM adult", map[string]any{VarEpsilon: "lots"}, parser.CodeDPRefused, "@dp_epsilon must be a number in [1e-06, 100], got lots"},
 		{"analyst", "SELECT AVG(sex) FROM adult", nil, parser.CodeDPRefused, "sex is categorical"},
 		{"analyst", "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY age", nil, parser.CodeDPRefused, "ORDER BY"},
 		{"auditor", "SELECT COUNT(*) FROM adult", nil, parser.CodeDPRefused, "only analysts run DP queries"},
@@ -629,5 +637,70 @@ func TestSelectLimit(t *testing.T) {
 	s.SelectLimit = func() (uint64, bool) { return 0, false }
 	if r := f.answer(t, s, "SELECT education FROM adult GROUP BY education"); len(r.Rows) != 16 {
 		t.Fatalf("default sql_select_limit: %d rows, want 16", len(r.Rows))
+	}
+}
+
+// A batch over more cells than the table's max_cells is refused with 3900,
+// naming the cells and the limit, before any histogram, plan or charge —
+// EXPLAIN too — and the engine answers the next query.
+func TestMaxCellsRefusedBeforeWork(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Catalog.Table("adult").MaxCells = 1_000_000
+	s := session("analyst", nil)
+	wide := "SELECT age, education, occupation, sex, hours_per_week, COUNT(*) FROM adult GROUP BY age, education, occupation, sex, hours_per_week"
+	for _, q := range []string{wide, "EXPLAIN " + wide} {
+		_, err := f.eng.Answer(context.Background(), s, []string{q})
+		refusal(t, err, parser.CodeDPRefused, "3282048 cells (age 74 × education 16 × occupation 14 × sex 2 × hours_per_week 99), more than the cell limit of table adult (max_cells 1000000)")
+	}
+	if n := len(f.entries(t)); n != 0 {
+		t.Fatalf("a refused batch charged %d entries", n)
+	}
+	if r := f.answer(t, s, "SELECT COUNT(*) FROM adult"); len(r.Rows) != 1 {
+		t.Fatalf("after a refusal: %+v", r)
+	}
+}
+
+// Listing a domain (free, public) over more than max_cells combinations is
+// refused too, instead of building them.
+func TestMaxCellsDomainList(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Catalog.Table("adult").MaxCells = 1000
+	_, err := f.eng.Answer(context.Background(), session("analyst", nil), []string{"SELECT age, education FROM adult GROUP BY age, education"})
+	refusal(t, err, parser.CodeDPRefused, "1184 cells")
+}
+
+// Large results are kept by column: every group in domain order, and with
+// HAVING, ORDER BY and LIMIT applied to them as to small ones.
+func TestLargeResultsByColumn(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{"dp_epsilon": 1.0})
+	r := f.answer(t, s, "SELECT age, hours_per_week, COUNT(*) AS n FROM adult GROUP BY age, hours_per_week")
+	if r.table == nil || r.Len() != 74*99 {
+		t.Fatalf("%d rows, by column %v", r.Len(), r.table != nil)
+	}
+	rows := r.AllRows()
+	for i, row := range rows {
+		if row[0] != int64(17+i/99) || row[1] != int64(1+i%99) {
+			t.Fatalf("row %d: %v", i, row)
+		}
+	}
+	r = f.answer(t, s, "SELECT hours_per_week, age, COUNT(*) AS n FROM adult GROUP BY age, hours_per_week HAVING n > 0 ORDER BY n DESC, age LIMIT 5000")
+	rows = r.AllRows()
+	if len(rows) > 5000 || len(rows) == 0 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, row := range rows {
+		if row[2].(int64) <= 0 || i > 0 && row[2].(int64) > rows[i-1][2].(int64) {
+			t.Fatalf("row %d: %v after %v", i, row, rows[max(i-1, 0)])
+		}
+	}
+	// Stored and re-read, the answer is the same.
+	b, err := encodeResults([]*Result{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeResults(b)
+	if err != nil || !reflect.DeepEqual(back[0].AllRows(), rows) {
+		t.Fatalf("round trip: %v", err)
 	}
 }

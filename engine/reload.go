@@ -71,7 +71,7 @@ type ReloadResult struct {
 	// Ignored lists the differences of the new catalog that a reload does
 	// not apply (they need a restart): the database name, sources, tables
 	// added or removed, a table's source, noise or columns, users added or
-	// removed or whose password or role changed.
+	// removed or whose password or role changed, the server section.
 	Ignored []string
 }
 
@@ -128,6 +128,9 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 	}
 	if !reflect.DeepEqual(cur.Sources, next.Sources) {
 		ignored = append(ignored, "sources")
+	}
+	if cur.Server != next.Server {
+		ignored = append(ignored, "server settings")
 	}
 	out.Tables = make([]*catalog.Table, len(cur.Tables))
 	for i, t := range cur.Tables {

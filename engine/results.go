@@ -39,9 +39,8 @@ func labelType(t compile.LabelType) ColumnType {
 	return TypeString
 }
 
-// measured is one query's noisy aggregates: per aggregate, per plain
-// group, the value, its exact variance and the half-width of its 95%
-// interval.
+// measured is one query's noisy aggregates: per aggregate, per group, the
+// value, its exact variance and the half-width of its 95% interval.
 type measured struct {
 	vals, vars, half [][]float64
 }
@@ -66,27 +65,28 @@ type answer struct {
 }
 
 func aggAnswer(q *compile.Query, m *measured, base int, r compile.Row) answer {
-	a := q.Agg(base, r.Expr)
-	if !q.IsLive(a, r.Plain) {
+	a, g := q.Agg(base, int(r.Expr)), int(r.Plain)
+	if !q.IsLive(a, g) {
 		return answer{known: true} // zero on every cell: exactly 0
 	}
 	if m == nil {
 		return answer{}
 	}
-	return answer{v: m.vals[a][r.Plain], variance: m.vars[a][r.Plain], half: m.half[a][r.Plain], known: true}
-}
-
-type row struct {
-	values []any     // visible and hidden items
-	keys   []float64 // numeric value per item for HAVING/ORDER (NaN for labels)
+	return answer{v: m.vals[a][g], variance: m.vars[a][g], half: m.half[a][g], known: true}
 }
 
 // assemble turns noisy aggregates into rows: labels per group, exact
 // answers for rows that are zero by construction, rounding, ratios,
 // variances, error bars, then HAVING, ORDER BY and LIMIT, all
 // post-processing on noisy values. only, if not nil, lists the output rows
-// (indexes into q.Rows) to show, in that order (a top-k selection); m is
-// nil when nothing was measured.
+// (indexes into the query's rows) to show, in that order (a top-k
+// selection); m is nil when nothing was measured.
+//
+// It works by column: one float64 per row and item (the value HAVING and
+// ORDER BY see, which is also the value shown), group labels as indexes
+// into each key's labels (a plain column's from the row's group index), so
+// a million groups never become a million boxed rows; results above
+// smallResult rows stay that way (see table).
 func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *Result {
 	res := &Result{}
 	for _, it := range q.Items[:q.Visible] {
@@ -106,92 +106,262 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		}
 		res.Columns = append(res.Columns, col)
 	}
-	rowIdx := only
-	if rowIdx == nil {
-		for r := range q.Rows {
-			rowIdx = append(rowIdx, r)
+	// Each label item's labels and their rank in MySQL's ORDER BY order;
+	// index(i, r) is row r's label index for item i.
+	labels := make([][]Value, len(q.Items))
+	ranks := make([][]int, len(q.Items))
+	strides := make([]int, len(q.GroupCols))
+	stride := 1
+	for k := len(q.GroupCols) - 1; k >= 0; k-- {
+		strides[k] = stride
+		stride *= w.Columns[q.GroupCols[k]].Size()
+	}
+	for i, it := range q.Items {
+		var ls []Value
+		switch {
+		case it.Kind == compile.ItemConst:
+			if _, ok := it.Const.(string); ok || it.Const == nil {
+				ls = []Value{valueOf(it.Const)}
+			}
+		case it.Kind != compile.ItemGroup:
+		case it.Plain >= 0:
+			c := w.Columns[q.GroupCols[it.Plain]]
+			for _, cell := range c.Cells() {
+				ls = append(ls, valueOf(compile.CellLabel(c, cell)))
+			}
+		case it.ExprKey >= 0:
+			for _, g := range q.ExprGroups {
+				ls = append(ls, valueOf(g.Labels[it.ExprKey]))
+			}
+		default:
+			for _, l := range it.Labels {
+				ls = append(ls, valueOf(l))
+			}
+		}
+		if ls == nil {
+			continue
+		}
+		labels[i] = ls
+		order := make([]int, len(ls))
+		for k := range order {
+			order[k] = k
+		}
+		sort.SliceStable(order, func(a, b int) bool { return compareLabels(ls[order[a]].Any(), ls[order[b]].Any()) < 0 })
+		ranks[i] = make([]int, len(ls))
+		for rank, k := range order {
+			ranks[i][k] = rank
 		}
 	}
-	var rows []row
-	for _, r := range rowIdx {
-		var rw row
-		for _, it := range q.Items {
-			v, key := itemValue(q, it, r, m)
-			rw.values = append(rw.values, v)
-			rw.keys = append(rw.keys, key)
+	index := func(i, r int) int {
+		it := q.Items[i]
+		switch {
+		case it.Kind == compile.ItemConst:
+			return 0
+		case it.Plain >= 0:
+			return (int(q.RowAt(r).Plain) / strides[it.Plain]) % len(labels[i])
+		case it.ExprKey >= 0:
+			return int(q.RowAt(r).Expr)
+		}
+		return r
+	}
+
+	n := len(only)
+	if only == nil {
+		n = q.RowCount(w)
+	}
+	rowOf := func(p int) int { // the query's row at position p
+		if only == nil {
+			return p
+		}
+		return only[p]
+	}
+	keys := make([][]float64, len(q.Items)) // per numeric item, per kept row
+	for i := range q.Items {
+		if labels[i] == nil {
+			keys[i] = make([]float64, 0, n)
+		}
+	}
+	rowKeys := make([]float64, len(q.Items))
+	// kept lists the positions that pass HAVING; nil while every one so
+	// far has.
+	var kept []int32
+	for p := 0; p < n; p++ {
+		r := rowOf(p)
+		for i, it := range q.Items {
+			rowKeys[i] = itemKey(q, it, r, m)
 		}
 		// Post-processing over items, once every item it uses has its value.
 		for i, it := range q.Items {
 			if it.Kind == compile.ItemExpr {
-				x := compile.EvalPost(it.Expr, rw.keys)
-				rw.keys[i] = x
+				x := compile.EvalPost(it.Expr, rowKeys)
 				switch {
 				case math.IsNaN(x) || math.IsInf(x, 0):
-					rw.values[i] = nil
+					x = math.NaN()
 				case it.Integral:
-					rw.values[i] = int64(math.Round(x))
+					x = math.Round(x)
 				default:
-					rw.values[i] = round4(x)
+					x = round4(x)
 				}
+				rowKeys[i] = x
 			}
 		}
-		if q.Having != nil && !holds(q.Having, rw.keys, r) {
+		if q.Having != nil && !holds(q.Having, rowKeys, r) {
+			if kept == nil {
+				kept = make([]int32, p, n)
+				for k := range kept {
+					kept[k] = int32(k)
+				}
+			}
 			continue
 		}
-		rows = append(rows, rw)
+		for i := range q.Items {
+			if keys[i] != nil {
+				keys[i] = append(keys[i], rowKeys[i])
+			}
+		}
+		if kept != nil {
+			kept = append(kept, int32(p))
+		}
+	}
+	count := n
+	if kept != nil {
+		count = len(kept)
+	}
+	at := func(k int32) int { // the position of kept row k
+		if kept == nil {
+			return int(k)
+		}
+		return int(kept[k])
+	}
+	// rows are kept-row numbers in output order; nil while that is
+	// 0..count-1.
+	var rows []int32
+	row := func(j int) int32 {
+		if rows == nil {
+			return int32(j)
+		}
+		return rows[j]
 	}
 	// A top-k selection without measured values keeps the mechanism's order;
 	// otherwise ORDER BY sorts on the noisy values (post-processing).
 	if len(q.Order) > 0 && (only == nil || m != nil) {
+		rows = make([]int32, count)
+		for k := range rows {
+			rows[k] = int32(k)
+		}
 		sort.SliceStable(rows, func(a, b int) bool {
-			for _, k := range q.Order {
-				if kind := q.Items[k.Item].Kind; kind == compile.ItemGroup || kind == compile.ItemConst { // labels sort by value, as MySQL does
-					if c := compareLabels(rows[a].values[k.Item], rows[b].values[k.Item]); c != 0 {
-						return (c < 0) != k.Desc
+			ka, kb := rows[a], rows[b]
+			for _, o := range q.Order {
+				if labels[o.Item] != nil { // labels sort by value, as MySQL does
+					x := ranks[o.Item][index(o.Item, rowOf(at(ka)))]
+					y := ranks[o.Item][index(o.Item, rowOf(at(kb)))]
+					if x != y {
+						return (x < y) != o.Desc
 					}
 					continue
 				}
-				x, y := rows[a].keys[k.Item], rows[b].keys[k.Item]
+				x, y := keys[o.Item][ka], keys[o.Item][kb]
 				if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
-					return (x < y || math.IsNaN(x)) != k.Desc // NULL first ascending, as in MySQL
+					return (x < y || math.IsNaN(x)) != o.Desc // NULL first ascending, as in MySQL
 				}
 			}
 			return false
 		})
 	}
-	if lim := q.Source.Limit; lim != nil && int64(len(rows)) > *lim {
-		rows = rows[:*lim]
+	out := count
+	if lim := q.Source.Limit; lim != nil && int64(out) > *lim {
+		out = int(*lim)
 	}
-	for _, r := range rows {
-		res.Rows = append(res.Rows, r.values[:q.Visible])
+	value := func(i int, k int32) Value {
+		if labels[i] != nil {
+			return labels[i][index(i, rowOf(at(k)))]
+		}
+		x := keys[i][k]
+		switch {
+		case math.IsNaN(x) || math.IsInf(x, 0):
+			return Value{}
+		case res.Columns[i].Type == TypeInt64:
+			return Value{Kind: KindInt, Int: int64(x)}
+		}
+		return Value{Kind: KindFloat, Float: x}
 	}
+	if out <= smallResult {
+		for j := 0; j < out; j++ {
+			k := row(j)
+			vals := make([]any, q.Visible)
+			for i := range vals {
+				vals[i] = value(i, k).Any()
+			}
+			res.Rows = append(res.Rows, vals)
+		}
+		return res
+	}
+	// Large: a plain column's labels store nothing per row when the rows are
+	// every plain group in domain order, else one shared group index per
+	// row; other labels one index per row.
+	identity := rows == nil && kept == nil && only == nil && q.Rows == nil
+	var groupOf []int32
+	if !identity {
+		groupOf = make([]int32, out)
+		for j := range groupOf {
+			groupOf[j] = q.RowAt(rowOf(at(row(j)))).Plain
+		}
+	}
+	t := &table{n: out, cols: make([]tableColumn, q.Visible)}
+	for i := range t.cols {
+		c := &t.cols[i]
+		it := q.Items[i]
+		switch {
+		case labels[i] != nil && it.Kind == compile.ItemGroup && it.Plain >= 0:
+			c.labels, c.groups, c.stride = labels[i], groupOf, strides[it.Plain]
+		case labels[i] != nil:
+			c.labels = labels[i]
+			c.cells = make([]uint32, out)
+			for j := range c.cells {
+				c.cells[j] = uint32(index(i, rowOf(at(row(j)))))
+			}
+		default:
+			c.isInt = res.Columns[i].Type == TypeInt64
+			if rows == nil {
+				c.numbers = keys[i][:out:out] // the kept rows in order: no copy
+				continue
+			}
+			c.numbers = make([]float64, out)
+			for j := range c.numbers {
+				c.numbers[j] = keys[i][row(j)]
+			}
+		}
+	}
+	res.table = t
 	return res
 }
 
-func itemValue(q *compile.Query, it compile.Item, r int, m *measured) (any, float64) {
-	row := q.Rows[r]
+// itemKey is an item's value on output row r as shown and as HAVING and
+// ORDER BY see it (NaN for labels and NULLs): counts rounded and clamped at
+// zero, sums and averages to four decimals, exact where the row is zero by
+// construction.
+func itemKey(q *compile.Query, it compile.Item, r int, m *measured) float64 {
 	switch it.Kind {
-	case compile.ItemGroup:
-		return it.Labels[r], math.NaN()
+	case compile.ItemGroup, compile.ItemExpr:
+		return math.NaN()
 	case compile.ItemConst:
 		switch c := it.Const.(type) {
 		case int64:
-			return c, float64(c)
+			return float64(c)
 		case float64:
-			return c, c
+			return c
 		}
-		return it.Const, math.NaN()
-	case compile.ItemExpr:
-		return nil, math.NaN()
+		return math.NaN()
 	}
 	if it.Null != nil && it.Null[r] {
-		return nil, math.NaN() // over no value by construction: NULL, as in MySQL
+		return math.NaN() // over no value by construction: NULL, as in MySQL
 	}
+	row := q.RowAt(r)
 	switch it.Kind {
 	case compile.ItemRatio:
 		num, den := aggAnswer(q, m, it.Agg, row), aggAnswer(q, m, it.Den, row)
 		if !num.known || !den.known {
-			return nil, math.NaN()
+			return math.NaN()
 		}
 		d := den.v
 		if d < 1 {
@@ -209,10 +379,9 @@ func itemValue(q *compile.Query, it compile.Item, r int, m *measured) (any, floa
 	}
 	a := aggAnswer(q, m, it.Agg, row)
 	if !a.known {
-		return nil, math.NaN()
+		return math.NaN()
 	}
-	sd := math.Sqrt(a.variance)
-	return bar(it, a.v, sd, a.v-a.half, a.v+a.half)
+	return bar(it, a.v, math.Sqrt(a.variance), a.v-a.half, a.v+a.half)
 }
 
 // variance estimates VAR_POP (VAR_SAMP, STDDEV...) from one measurement of
@@ -228,14 +397,14 @@ func itemValue(q *compile.Query, it compile.Item, r int, m *measured) (any, floa
 // variance of values in the domain lies in (post-processing). Its standard
 // error is the delta method's, with the three answers' errors added in
 // absolute value (an upper bound whatever their correlation).
-func variance(q *compile.Query, it compile.Item, row compile.Row, m *measured) (any, float64) {
+func variance(q *compile.Query, it compile.Item, row compile.Row, m *measured) float64 {
 	n, s, sq := aggAnswer(q, m, it.Den, row), aggAnswer(q, m, it.Agg, row), aggAnswer(q, m, it.Sq, row)
 	if !n.known || !s.known || !sq.known {
-		return nil, math.NaN()
+		return math.NaN()
 	}
 	N := math.Max(n.v, 1)
 	if it.Samp && n.v < 2 {
-		return nil, math.NaN()
+		return math.NaN()
 	}
 	v := (sq.v - (s.v*s.v-s.variance)/N) / N
 	dQ, dS, dN := 1/N, -2*s.v/(N*N), -sq.v/(N*N)+2*s.v*s.v/(N*N*N)
@@ -264,17 +433,15 @@ func variance(q *compile.Query, it compile.Item, row compile.Row, m *measured) (
 	return bar(it, v, sd, lo, hi)
 }
 
-// bar shows an aggregate's value or the error bar asked for.
-func bar(it compile.Item, v, sd, lo, hi float64) (any, float64) {
+// bar is an aggregate's shown value, or the error bar asked for.
+func bar(it compile.Item, v, sd, lo, hi float64) float64 {
 	switch it.Bar {
 	case parser.BarStderr:
-		return sd, sd
+		return sd
 	case parser.BarCILow:
-		lo = round4(lo)
-		return lo, lo
+		return round4(lo)
 	case parser.BarCIHigh:
-		hi = round4(hi)
-		return hi, hi
+		return round4(hi)
 	}
 	// A SUM of weights of one sign has that sign (post-processing).
 	if it.NonNeg {
@@ -284,18 +451,13 @@ func bar(it compile.Item, v, sd, lo, hi float64) (any, float64) {
 		v = math.Min(v, 0)
 	}
 	if it.IsCount || (it.Integral && it.Kind == compile.ItemAgg) {
-		c := math.Round(v)
-		if c == 0 {
-			c = 0 // no -0
-		}
-		return int64(c), c
+		return math.Round(v) + 0 // no -0
 	}
 	// SUM and AVG are shown to four decimals, as MySQL shows an AVG
 	// (div_precision_increment): digits below the noise mean nothing, and
 	// least squares leaves float dust such as 602076.9999999997.
 	// Post-processing, free. Interval bounds likewise.
-	r := round4(v)
-	return r, r
+	return round4(v)
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
@@ -417,45 +579,17 @@ func emptyResult(t *catalog.Table, q *parser.Query) (*Result, error) {
 }
 
 // domainList answers SELECT c FROM t GROUP BY c (or GROUP BY an expression
-// of columns) with the declared domain, or its image under the key: public,
-// so free.
+// of columns) with the declared domain, or its image under the keys:
+// public, so free. Compiled like any query (the groups the domain has),
+// assembled with nothing measured.
 func domainList(t *catalog.Table, st *parser.Statement) (*Result, error) {
-	q := st.Query
 	cp := *st
 	cp.Kind = parser.KindAggregate
 	w, err := compile.Compile(t, []*parser.Statement{&cp})
 	if err != nil {
 		return nil, err
 	}
-	cq := w.Queries[0]
-	res := &Result{}
-	for _, it := range cq.Items[:cq.Visible] {
-		res.Columns = append(res.Columns, Column{Name: it.Name, Type: labelType(it.LabelType)})
-	}
-	for r := range cq.Rows {
-		var row []any
-		for _, it := range cq.Items[:cq.Visible] {
-			row = append(row, it.Labels[r])
-		}
-		res.Rows = append(res.Rows, row)
-	}
-	// Without ORDER BY the declared order; with it, by value as MySQL sorts.
-	sort.SliceStable(res.Rows, func(a, b int) bool {
-		for _, o := range q.OrderBy {
-			i := o.SelectIndex
-			if i < 0 || i >= len(res.Columns) {
-				continue
-			}
-			if c := compareLabels(res.Rows[a][i], res.Rows[b][i]); c != 0 {
-				return (c < 0) != o.Desc
-			}
-		}
-		return false
-	})
-	if q.Limit != nil && int64(len(res.Rows)) > *q.Limit {
-		res.Rows = res.Rows[:*q.Limit]
-	}
-	return res, nil
+	return assemble(w, w.Queries[0], nil, nil), nil
 }
 
 // explain plans without measuring or charging: the columns and domain, the
@@ -495,7 +629,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				for _, k := range qu.Keys {
 					keys = append(keys, k.Text)
 				}
-				add(fmt.Sprintf("groups query %d", q+1), fmt.Sprintf("%d (GROUP BY %s: the groups the WHERE admits on the declared domain)", len(qu.Rows), strings.Join(keys, ", ")))
+				add(fmt.Sprintf("groups query %d", q+1), fmt.Sprintf("%d (GROUP BY %s: the groups the WHERE admits on the declared domain)", qu.RowCount(w), strings.Join(keys, ", ")))
 			}
 		}
 	}
@@ -522,29 +656,39 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 		plan = nil
 	}
-	if plan == nil {
-		if plan, err = e.planner.Choose(w, opt); err != nil {
-			return nil, e.planError(err)
-		}
-	}
 	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	queries()
-	add("noise", string(opt.Noise))
-	if opt.Noise == catalog.Gaussian {
+	switch {
+	case opt.Noise == "": // a top-k selection only: no values measured
+		add("noise", "none (a selection only)")
+	case opt.Noise == catalog.Gaussian:
+		add("noise", string(opt.Noise))
 		add("rho", fmt.Sprintf("%g", opt.Rho))
 		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
-	} else {
+	default:
+		add("noise", string(opt.Noise))
 		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
 	}
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d rounds without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1)", k, len(w.Queries[0].Rows), selEps))
+		rounds := "rounds"
+		if k == 1 {
+			rounds = "round"
+		}
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1; weights exp(ε/%d·count))", k, rounds, w.Queries[0].RowCount(w), selEps, k))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
 		}
 		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
+	}
+	// A top-k without counts measures nothing and returned above: only
+	// batches that measure values are planned (with options to plan with).
+	if plan == nil {
+		if plan, err = e.choose(w, opt); err != nil {
+			return nil, err
+		}
 	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
@@ -563,7 +707,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	answers := 0
 	for _, qu := range w.Queries {
 		for _, it := range qu.Items[:qu.Visible] {
-			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio || it.Kind == compile.ItemVariance {
 				answers++
 			}
 		}

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,156 +16,67 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// maxStored bounds the answers kept in memory for reuse; the oldest go
-// first (a persistent backend keeps them all).
-const maxStored = 10000
-
-// AnswerBackend persists released answers beyond one process's memory
-// (see package answers): a repeat after a restart, or in another process
-// sharing the data directory, is then free too. Values are the engine's
-// own encoding; Put keeps the first answer stored under a key.
-type AnswerBackend interface {
-	Get(ctx context.Context, key string) ([]byte, bool, error)
-	Put(ctx context.Context, key string, results []byte) error
-}
-
 // answerStore keeps released answers so that a repeated query (same
 // table definition, same parsed query, same privacy options) returns the
 // identical noisy answer for free: re-releasing a released value is
 // post-processing. Dashboards refreshing and BI tools syncing then cost
 // nothing after the first time. Stored answers are not invalidated when
 // the data changes: a repeat shows the answer as first released.
+//
+// In memory the store is bounded in bytes (the catalog's cache.answers),
+// least recently used first; the backend keeps every answer. It also
+// merges requests in flight (flight.go): the first request for a key
+// measures, the others wait for its answer.
 type answerStore struct {
 	mu      sync.Mutex
-	byKey   map[string][]*Result
-	order   []string
-	backend AnswerBackend // nil: memory only
+	limit   int64
+	used    int64
+	order   *list.List // front: most recently used; values *storedAnswer
+	byKey   map[string]*list.Element
+	flights map[string]*flight // keys being answered in this process
+	backend AnswerBackend      // nil: memory only
 	log     *slog.Logger
 }
 
-func newAnswerStore(backend AnswerBackend, log *slog.Logger) *answerStore {
-	return &answerStore{byKey: map[string][]*Result{}, backend: backend, log: log}
+type storedAnswer struct {
+	key     string
+	results []*Result
+	bytes   int64
 }
 
-func (a *answerStore) get(ctx context.Context, key string) ([]*Result, bool, error) {
-	a.mu.Lock()
-	r, ok := a.byKey[key]
-	a.mu.Unlock()
-	if ok || a.backend == nil {
-		return r, ok, nil
-	}
-	b, ok, err := a.backend.Get(ctx, key)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	r, err = decodeResults(b)
-	if err != nil {
-		// Undecodable (another version's encoding, or damage): measure
-		// anew, which costs budget but releases nothing wrong.
-		a.log.Warn("stored answer unreadable; answering anew", "err", err)
-		return nil, false, nil
-	}
-	a.remember(key, r)
-	return r, true, nil
+func newAnswerStore(backend AnswerBackend, limit int64, log *slog.Logger) *answerStore {
+	return &answerStore{limit: limit, order: list.New(), byKey: map[string]*list.Element{}, flights: map[string]*flight{}, backend: backend, log: log}
 }
 
-func (a *answerStore) put(ctx context.Context, key string, rs []*Result) {
-	a.remember(key, rs)
-	if a.backend == nil {
+// lookupLocked returns the answer kept in memory under key (a.mu held).
+func (a *answerStore) lookupLocked(key string) ([]*Result, bool) {
+	el, ok := a.byKey[key]
+	if !ok {
+		return nil, false
+	}
+	a.order.MoveToFront(el)
+	return el.Value.(*storedAnswer).results, true
+}
+
+// rememberLocked keeps rs in memory under key (a.mu held): the first
+// answer stays, and one larger than the bound lives in the backend only.
+func (a *answerStore) rememberLocked(key string, rs []*Result) {
+	var n int64 = 128 + int64(len(key))
+	for _, r := range rs {
+		n += r.bytes()
+	}
+	if _, ok := a.byKey[key]; ok || n > a.limit {
 		return
 	}
-	b, err := encodeResults(rs)
-	if err == nil {
-		err = a.backend.Put(ctx, key, b)
+	a.byKey[key] = a.order.PushFront(&storedAnswer{key: key, results: rs, bytes: n})
+	a.used += n
+	for a.used > a.limit {
+		old := a.order.Back()
+		sa := old.Value.(*storedAnswer)
+		a.order.Remove(old)
+		delete(a.byKey, sa.key)
+		a.used -= sa.bytes
 	}
-	if err != nil {
-		// Already charged and released; only a later repeat will cost.
-		a.log.Warn("stored answer not persisted; a repeat after a restart will be charged", "err", err)
-	}
-}
-
-func (a *answerStore) remember(key string, rs []*Result) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := a.byKey[key]; ok {
-		return
-	}
-	if len(a.order) >= maxStored {
-		delete(a.byKey, a.order[0])
-		a.order = a.order[1:]
-	}
-	a.byKey[key] = rs
-	a.order = append(a.order, key)
-}
-
-// storedValue is one row value with its Go type kept: int64, float64,
-// string, or NULL (a nil *storedValue).
-type storedValue struct {
-	I *int64   `json:"i,omitempty"`
-	F *float64 `json:"f,omitempty"`
-	S *string  `json:"s,omitempty"`
-}
-
-type storedResult struct {
-	Columns []Column         `json:"columns"`
-	Rows    [][]*storedValue `json:"rows"`
-}
-
-// encodeResults encodes result sets for the backend. Values JSON cannot
-// hold exactly (NaN, ±Inf) make it fail: such answers stay in memory only.
-func encodeResults(rs []*Result) ([]byte, error) {
-	out := make([]storedResult, len(rs))
-	for i, r := range rs {
-		out[i].Columns = r.Columns
-		for _, row := range r.Rows {
-			enc := make([]*storedValue, len(row))
-			for c, v := range row {
-				switch v := v.(type) {
-				case nil:
-				case int64:
-					enc[c] = &storedValue{I: &v}
-				case float64:
-					enc[c] = &storedValue{F: &v}
-				case string:
-					enc[c] = &storedValue{S: &v}
-				default:
-					return nil, fmt.Errorf("engine: cannot store a %T result value", v)
-				}
-			}
-			out[i].Rows = append(out[i].Rows, enc)
-		}
-	}
-	return json.Marshal(out)
-}
-
-func decodeResults(b []byte) ([]*Result, error) {
-	var in []storedResult
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, fmt.Errorf("decode stored answer: %w", err)
-	}
-	out := make([]*Result, len(in))
-	for i, r := range in {
-		res := &Result{Columns: r.Columns}
-		for _, row := range r.Rows {
-			vals := make([]any, len(row))
-			for c, v := range row {
-				switch {
-				case v == nil:
-				case v.I != nil:
-					vals[c] = *v.I
-				case v.F != nil:
-					vals[c] = *v.F
-				case v.S != nil:
-					vals[c] = *v.S
-				default:
-					return nil, fmt.Errorf("decode stored answer: an empty value")
-				}
-			}
-			res.Rows = append(res.Rows, vals)
-		}
-		out[i] = res
-	}
-	return out, nil
 }
 
 // answerSemantics versions what a stored answer means. 2: a query's
@@ -321,26 +232,13 @@ func canonPred(b *strings.Builder, p parser.Pred) {
 	}
 }
 
-// reuse returns the stored answers of an identical earlier batch, renamed
-// as this batch's statements name their columns, and records the zero-cost
-// re-release in the ledger.
-func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, key string) ([]*Result, bool, error) {
-	stored, ok, err := e.stored.get(ctx, key)
-	if err != nil {
-		return nil, false, e.internal("stored answers", err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	if _, err := e.ledger.Record(ctx, budget.KindReuse, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
-	}); err != nil {
-		return nil, false, e.internal("ledger record", err)
-	}
+// named returns the answers of a batch as these statements name their
+// columns: a stored answer may have been released under other aliases.
+// Rows are shared, never modified.
+func named(stored []*Result, sts []*parser.Statement) []*Result {
 	out := make([]*Result, len(stored))
 	for i, r := range stored {
-		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows}
+		cp := &Result{Columns: append([]Column(nil), r.Columns...), Rows: r.Rows, table: r.table}
 		for c := range cp.Columns {
 			if c < len(sts[i].Query.Select) {
 				cp.Columns[c].Name = sts[i].Query.Select[c].Alias
@@ -348,5 +246,18 @@ func (e *Engine) reuse(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		out[i] = cp
 	}
-	return out, true, nil
+	return out
+}
+
+// recordReuse puts a zero-cost reuse entry for a re-released answer on the
+// ledger, group-committed in the background (budget.Ledger.RecordReuse):
+// it costs nothing, so a crash that loses it loses no accounting.
+func (e *Engine) recordReuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) error {
+	if err := e.ledger.RecordReuse(ctx, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
+	}); err != nil {
+		return e.internal("ledger record", err)
+	}
+	return nil
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
-	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // No valid statement yields 3902: the grammar is swept over edge values —
@@ -71,7 +71,7 @@ users:
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := exec.Open(ctx, cat, dir)
+		h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}

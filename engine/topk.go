@@ -37,7 +37,7 @@ func isTopK(w *compile.Workload, q *compile.Query) bool {
 		return false
 	}
 	it := q.Items[q.Order[0].Item]
-	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(len(q.Rows))
+	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(q.RowCount(w))
 }
 
 // measuresValues reports whether a top-k query needs noisy values after the
@@ -56,8 +56,10 @@ func measuresValues(q *compile.Query) bool {
 
 // epsilonGrid is the denominator of the rational ε handed to the
 // exponential mechanism. ε is rounded down to it, so the mechanism never
-// spends more than the ledger charged.
-const epsilonGrid = 1 << 20
+// spends more than the ledger charged; a selection ε below 1/epsilonGrid
+// is refused. With ε at most EpsilonRange.Max = 100 the numerator stays
+// below 2⁴⁷.
+const epsilonGrid = 1 << 40
 
 // topKOptions splits a top-k batch's privacy between the selection (pure
 // ε, exponential mechanism) and the measurement of the selected groups'
@@ -97,12 +99,19 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 // topK answers a top-k query.
 //
 // Privacy: the selection is k rounds of the exponential mechanism without
-// replacement, each with ε_sel/k, utility = the group's exact count (its
-// negation for ASC), sensitivity 1: adding or removing a row changes one
-// group's count by one. Its cost is ε_sel (basic composition). When values
-// are asked for, every group is measured with the remaining budget by the
-// matrix mechanism and only the selected groups are shown (post-processing).
-// Both are charged in one ledger entry before anything is released.
+// replacement ("peeling"), each with ε_sel/k, utility = the group's exact
+// count (its negation for ASC), sensitivity Δ = 1: adding or removing a
+// row changes one group's count by one. Counts are monotone — between
+// neighbours they all move the same way (up when a row is added, down when
+// one is removed) — so each round selects with weights exp((ε_sel/k)·u/Δ),
+// without the factor 1/2 of the general mechanism, and is (ε_sel/k)-DP
+// (McSherry–Talwar 2007; Dwork–Roth 2014, Thm 3.10 and its remark on
+// monotone utilities; see noise.Rand.ExponentialMechanism). Its cost is
+// ε_sel (basic composition over the rounds), and its running time does not
+// depend on the counts. When values are asked for, every group is measured
+// with the remaining budget by the matrix mechanism and only the selected
+// groups are shown (post-processing). Both are charged in one ledger entry
+// before anything is released.
 func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
 	q := w.Queries[0]
 	opt, cost, selEps, err := e.topKOptions(s, t, w)
@@ -110,57 +119,60 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		return nil, err
 	}
 	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
-	if rs, ok, err := e.reuse(ctx, s, t, sts, key); ok || err != nil {
-		return rs, err
+	if selEps > EpsilonRange.Max {
+		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is above the largest supported (%g)", selEps, EpsilonRange.Max)
 	}
 	epsNum := uint64(math.Floor(selEps * epsilonGrid))
 	if epsNum == 0 {
-		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-20)", selEps)
+		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is below the smallest supported (2^-40)", selEps)
 	}
-	var plan *planner.Plan
-	mechanism := "exponential"
-	strategy := "top-k"
-	if measuresValues(q) {
-		if plan, err = e.planner.Choose(w, opt); err != nil {
-			return nil, e.internal("plan", err)
+	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
+		var plan *planner.Plan
+		mechanism := "exponential"
+		strategy := "top-k"
+		if measuresValues(q) {
+			var err error
+			if plan, err = e.choose(w, opt); err != nil {
+				return nil, err
+			}
+			mechanism += "+" + string(opt.Noise)
+			strategy += "; " + plan.Name
 		}
-		mechanism += "+" + string(opt.Noise)
-		strategy += "; " + plan.Name
-	}
-	x, err := e.hist.Histogram(ctx, t, w.Columns)
-	if err != nil {
-		return nil, e.internal("histogram", err)
-	}
-	entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
-	if err != nil {
-		return nil, err
-	}
-	// The candidates are the output rows: groups the WHERE admits by
-	// construction (a public fact), each with its exact count.
-	order := q.Order[0]
-	counts := make([][]float64, len(q.ExprGroups))
-	utilities := make([]int64, len(q.Rows))
-	for r, row := range q.Rows {
-		if counts[row.Expr] == nil {
-			counts[row.Expr] = exec.Contract(q.Aggregates[q.Agg(q.Items[order.Item].Agg, row.Expr)], x, w.Sizes(), q.GroupCols)
-		}
-		utilities[r] = int64(math.Round(counts[row.Expr][row.Plain]))
-		if !order.Desc {
-			utilities[r] = -utilities[r]
-		}
-	}
-	r := noise.NewRand()
-	chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
-	var m *measured
-	if plan != nil {
-		ans, err := exec.Measure(plan, x, r)
+		x, err := e.hist.Histogram(ctx, t, w.Columns)
 		if err != nil {
-			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
-			return nil, e.internal("measure", err)
+			return nil, e.internal("histogram", err)
 		}
-		m = measuredFrom(plan, ans, 0)
-	}
-	out := []*Result{assemble(w, q, m, chosen)}
-	e.stored.put(ctx, key, out)
-	return out, nil
+		entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
+		if err != nil {
+			return nil, err
+		}
+		// The candidates are the output rows: the groups the WHERE admits
+		// by construction (a public fact), each with its exact count.
+		order := q.Order[0]
+		counts := make([][]float64, q.ExprCount())
+		utilities := make([]int64, q.RowCount(w))
+		for r := range utilities {
+			row := q.RowAt(r)
+			if counts[row.Expr] == nil {
+				counts[row.Expr] = exec.Contract(q.Aggregates[q.Agg(q.Items[order.Item].Agg, int(row.Expr))], x, w.Sizes(), q.GroupCols)
+			}
+			utilities[r] = int64(math.Round(counts[row.Expr][row.Plain]))
+			if !order.Desc {
+				utilities[r] = -utilities[r]
+			}
+		}
+		r := noise.NewRand()
+		chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
+		var m *measured
+		if plan != nil {
+			ans, err := exec.Measure(plan, x, r)
+			if err != nil {
+				e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
+				return nil, e.internal("measure", err)
+			}
+			m = measuredFrom(plan, ans, 0)
+		}
+		return []*Result{assemble(w, q, m, chosen)}, nil
+	})
+	return e.released(ctx, s, t, sts, rs, fresh, err)
 }

@@ -19,10 +19,13 @@ type Column struct {
 	Type ColumnType
 }
 
-// Result is one result set. Row values are int64, float64, string, or nil for NULL.
+// Result is one result set. Row values are int64, float64, string, or nil
+// for NULL. Small results hold them in Rows; large ones by column (Rows is
+// then nil): read any result with Len and Value (or Row, AllRows).
 type Result struct {
 	Columns []Column
 	Rows    [][]any
+	table   *table
 }
 
 // Session is what the engine needs to know about a client connection.

@@ -14,8 +14,8 @@ import (
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
-	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // wideDashboard groups a 20-column table by 1 to 3 of its columns: the
@@ -60,7 +60,7 @@ users:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h, err := exec.Open(ctx, cat, dir)
+	h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 func table() *catalog.Table {
@@ -311,83 +312,6 @@ func empiricalError(t *testing.T, p *planner.Plan, w *compile.Workload, x []floa
 	return sq / float64(runs), expected
 }
 
-// The pushed-down histogram bins NULLs and out-of-domain values by each
-// column's policy, exactly as a brute-force count does.
-func TestHistogramPushdownAppliesPolicies(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "d.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE t (a INTEGER, b TEXT, c REAL)`); err != nil {
-		t.Fatal(err)
-	}
-	rows := [][3]any{
-		{0, "x", 0.0}, {9, "y", 9.9}, {-5, "z", 1.5}, {15, "Y", 3.0}, {nil, "x", 2.0},
-		{3, nil, 1.0}, {4, "w", 10.0}, {5, "x", 10.5}, {5, "x", -1.0}, {7, "z", 2.999},
-	}
-	for _, r := range rows {
-		if _, err := db.Exec(`INSERT INTO t VALUES (?, ?, ?)`, r[0], r[1], r[2]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-	cat := &catalog.Catalog{Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}}
-	h, err := Open(ctx, cat, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	tab := table()
-	got, err := h.Histogram(ctx, tab, tab.Columns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Expected cells by the policies: a clamps (NULL → cell 10); b: NULL
-	// dropped, unknown → other (3), case-insensitive match; c: outside
-	// [0, 10] dropped, bins [0,1.5) [1.5,3) [3,10].
-	type cell struct{ a, b, c int }
-	want := map[cell]float64{
-		{0, 0, 0}: 1, {9, 1, 2}: 1, {0, 2, 1}: 1, {9, 1, 2 - 0}: 0, {10, 0, 1}: 1,
-		{4, 3, 2}: 1, {7, 2, 1}: 1,
-	}
-	want[cell{9, 1, 2}] = 2 // (9,y,9.9) and (15→9,Y,3.0)
-	sizes := []int{11, 4, 3}
-	for i, v := range got {
-		c := cell{i / (sizes[1] * sizes[2]), (i / sizes[2]) % sizes[1], i % sizes[2]}
-		if v != want[c] {
-			t.Errorf("cell %+v: got %v, want %v", c, v, want[c])
-		}
-	}
-	// Cached until the data changes.
-	again, _ := h.Histogram(ctx, tab, tab.Columns)
-	if &again[0] != &got[0] {
-		t.Error("histogram was not cached")
-	}
-	// A batch's copies with dropped cells count every row: what b and c
-	// drop lands in their trailing dropped cells (b: 4, c: 3).
-	cols := []*catalog.Column{tab.Columns[0], tab.Columns[1].WithDroppedCell(), tab.Columns[2].WithDroppedCell()}
-	all, err := h.Histogram(ctx, tab, cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = map[cell]float64{
-		{0, 0, 0}: 1, {9, 1, 2}: 2, {0, 2, 1}: 1, {10, 0, 1}: 1, {3, 4, 0}: 1,
-		{4, 3, 2}: 1, {5, 0, 3}: 2, {7, 2, 1}: 1,
-	}
-	sizes = []int{11, 5, 4}
-	if len(all) != 11*5*4 {
-		t.Fatalf("%d cells, want %d", len(all), 11*5*4)
-	}
-	for i, v := range all {
-		c := cell{i / (sizes[1] * sizes[2]), (i / sizes[2]) % sizes[1], i % sizes[2]}
-		if v != want[c] {
-			t.Errorf("dropped cells: cell %+v: got %v, want %v", c, v, want[c])
-		}
-	}
-}
-
 // The exact interval of a direct Laplace answer covers the truth at least
 // 95% of the time, and not much more.
 func TestHalfWidth95CoversDirectLaplace(t *testing.T) {
@@ -461,7 +385,7 @@ func TestMarginalRefusesUndercalibratedPlan(t *testing.T) {
 // countingSource wraps the real SQLite histograms and records which column
 // sets were counted.
 type countingSource struct {
-	h    *Histograms
+	h    *sources.Set
 	sets []string
 }
 
@@ -501,7 +425,7 @@ func TestFetchCountsOnlyTheMarginals(t *testing.T) {
 	}
 	db.Close()
 	cat := &catalog.Catalog{Sources: map[string]*catalog.Source{"main": {Name: "main", Driver: "sqlite", Path: "d.sqlite"}}}
-	h, err := Open(ctx, cat, dir)
+	h, err := sources.Open(ctx, cat, sources.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

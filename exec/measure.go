@@ -121,15 +121,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 	case planner.Kronecker:
 		// x is a cached histogram and must never change: every step below
 		// writes fresh tensors.
-		y, err := exactKronecker(x, sizes, p.Factors, func(v []float64, vi []int64) {
-			// Noise: integer draws added in the measurement's exact domain.
-			for i := range v {
-				v[i] += draw()
-			}
-			for i := range vi {
-				vi[i] = addClamp(vi[i], int64(draw()))
-			}
-		})
+		y, err := exactKronecker(x, sizes, p.Factors, kroneckerNoise(drawInt))
 		if err != nil {
 			return nil, err
 		}
@@ -441,6 +433,22 @@ func exactKronecker(x []float64, sizes []int, factors []*planner.ColumnStrategy,
 		out[i], _ = new(big.Float).SetInt(v).Float64()
 	}
 	return out, nil
+}
+
+// kroneckerNoise adds one integer draw to each entry of the exact
+// measurement A·x, in whichever representation exactKronecker chose:
+// float64 entries (all below 2⁵³, where the sum is exact as long as the
+// draw is) or int64 entries, which get the integer draw itself — never
+// passed through float64, which would round draws beyond 2⁵³.
+func kroneckerNoise(drawInt func() int64) func(v []float64, vi []int64) {
+	return func(v []float64, vi []int64) {
+		for i := range v {
+			v[i] += float64(drawInt())
+		}
+		for i := range vi {
+			vi[i] = addClamp(vi[i], drawInt())
+		}
+	}
 }
 
 // addClamp is a + b saturating at the int64 range (reached only by noise

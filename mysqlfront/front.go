@@ -15,7 +15,13 @@
 // Under the MySQL protocol handler sits a packet layer (netconn.go): it runs
 // TLS (Config.TLS; required with Config.RequireTLS, refused clients get
 // MySQL's 3159), answers COM_STATISTICS, and repairs vitess's answer to a
-// COM_STMT_PREPARE that does not parse. Authentication (auth.go) checks the
+// COM_STMT_PREPARE that does not parse. It reads every packet before vitess
+// does and refuses, with MySQL's errors, what vitess would misread
+// (commands.go), and it bounds what a client may hold: connections (1040
+// over the catalog's max_connections), the handshake, idle sessions
+// (wait_timeout), packet sizes; accept errors never stop the server
+// (limits.go). Sessions are private: every listing of sessions shows a user
+// their own (processlist.go). Authentication (auth.go) checks the
 // catalog's password hashes with mysql_native_password or
 // caching_sha2_password (fast from a cache, full over TLS or RSA); unknown
 // users and wrong passwords both get MySQL's 1045. Each catalog user may
@@ -105,6 +111,9 @@ type Backend interface {
 
 // Config configures a Server.
 type Config struct {
+	// Catalog is the schema clients see and the users; its Server section
+	// bounds connections and sessions (zero fields: MySQL's defaults; see
+	// limits.go).
 	Catalog *catalog.Catalog
 	Backend Backend
 	// Address to listen on, e.g. "127.0.0.1:3306". Ignored when Listener is set.
@@ -146,15 +155,22 @@ type Server struct {
 	tlsConfig  *tls.Config
 	started    time.Time
 	questions  atomic.Int64 // commands received, for COM_STATISTICS
-	creds      *credentials
-	listener   net.Listener
-	engine     *sqle.Engine
-	gms        *server.Server
-	icpt       *interceptor
+	limits     catalog.Server
+	open       atomic.Int64 // client connections accepted and not yet closed
+	refused    atomic.Int64 // connections refused with 1040
+	// refusedLogged is when refusals were last logged (UnixNano).
+	refusedLogged atomic.Int64
+	closing       chan struct{} // closed by Close
+	creds         *credentials
+	listener      net.Listener
+	engine        *sqle.Engine
+	gms           *server.Server
+	icpt          *interceptor
 
 	mu        sync.Mutex
 	conns     map[uint32]*connInfo
 	closed    bool
+	listenErr error // why the listener died, if it did
 	closeOnce sync.Once
 }
 
@@ -205,6 +221,10 @@ func New(cfg Config) (*Server, error) {
 	if err := sql.SystemVariables.AssignValues(map[string]any{"secure_file_priv": noFileAccess}); err != nil {
 		return nil, fmt.Errorf("mysqlfront: secure_file_priv: %w", err)
 	}
+	limits := limitsOf(cfg.Catalog)
+	if err := setGlobalLimits(limits); err != nil {
+		return nil, err
+	}
 	pro, err := schemaOnlyDatabase(cfg.Catalog)
 	if err != nil {
 		return nil, err
@@ -233,6 +253,8 @@ func New(cfg Config) (*Server, error) {
 		requireTLS: cfg.RequireTLS,
 		tlsConfig:  cfg.TLS.Clone(),
 		started:    time.Now(),
+		limits:     limits,
+		closing:    make(chan struct{}),
 		listener:   l,
 		engine:     eng,
 		conns:      map[uint32]*connInfo{},
@@ -263,7 +285,7 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	base := memory.NewSessionBuilder(pro)
-	s.gms, err = server.NewServer(gcfg, eng, sql.NewContext, s.sessionBuilder(base), nil)
+	s.gms, err = server.NewServer(gcfg, eng, s.newContext, s.sessionBuilder(base), nil)
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -272,14 +294,27 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Start accepts connections until Close; it blocks.
+// Start accepts connections until Close; it blocks. It returns nil after
+// Close, and otherwise only if the listener can no longer accept (see
+// limits.go), with the reason.
 func (s *Server) Start() error {
-	return s.gms.Start()
+	_ = s.gms.Start()
+	if s.isClosing() {
+		return nil
+	}
+	s.mu.Lock()
+	err := s.listenErr
+	s.mu.Unlock()
+	if err == nil {
+		err = errors.New("the accept loop ended")
+	}
+	return fmt.Errorf("mysqlfront: listener stopped: %w", err)
 }
 
 // Close stops accepting connections and closes the open ones.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		s.gms.Close() // closes the listener
 		s.mu.Lock()
 		s.closed = true
@@ -346,6 +381,7 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 		if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
 			cat = s.cfg.Audit.Catalog() // the live catalog, after reloads
 		}
+		s.initSessionTimeouts(sctx, sess, conn)
 		if eps, ok := defaultEpsilon(cat, conn.User); ok {
 			if err := sess.SetUserVariable(sctx, "dp_epsilon", eps, types.Float64); err != nil {
 				s.log.Warn("setting @dp_epsilon", "err", err)
@@ -386,6 +422,9 @@ type connHandler struct {
 }
 
 func (h *connHandler) NewConnection(c *mysql.Conn) {
+	if fc := frontConnOf(c); fc != nil {
+		fc.vconn.Store(c)
+	}
 	h.s.mu.Lock()
 	closed := h.s.closed
 	if !closed {

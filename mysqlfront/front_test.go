@@ -36,7 +36,9 @@ import (
 func TestMain(m *testing.M) {
 	// The driver logs broken connections (the disconnect tests make some).
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	os.Exit(m.Run())
+	code := m.Run()
+	stopFuzzFront()
+	os.Exit(code)
 }
 
 // ---- test double for the engine ----
@@ -155,6 +157,7 @@ func testCatalog() *catalog.Catalog {
 		}},
 		Users: []*catalog.User{
 			{Name: "analyst", PasswordHash: nativeHash("analyst"), Role: catalog.RoleAnalyst},
+			{Name: "bob", PasswordHash: nativeHash("bob"), Role: catalog.RoleAnalyst},
 			{Name: "auditor", PasswordHash: strings.ToLower(nativeHash("audit pw")), Role: catalog.RoleAuditor},
 		},
 	}

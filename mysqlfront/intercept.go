@@ -54,7 +54,7 @@ type connState struct {
 }
 
 type pendingResult struct {
-	res  *sqltypes.Result
+	res  *engine.Result
 	rest string // the remainder to return after sending res
 }
 
@@ -109,7 +109,7 @@ func (i *interceptor) Query(ctx context.Context, chain server.Chain, c *mysql.Co
 	if err != nil {
 		return err
 	}
-	return callback(results[0], false)
+	return sendResult(results[0], func(r *sqltypes.Result) error { return callback(r, false) })
 }
 
 // ParsedQuery is part of server.Interceptor; GMS's interceptor chain never
@@ -126,7 +126,7 @@ func (i *interceptor) MultiQuery(ctx context.Context, chain server.Chain, c *mys
 	defer i.recoverPanicMulti(c, &rest, &err)
 	st := stateOf(c)
 	if p, ok := st.take(query); ok {
-		if err := callback(p.res, p.rest != ""); err != nil {
+		if err := sendResult(p.res, func(r *sqltypes.Result) error { return callback(r, p.rest != "") }); err != nil {
 			st.reset()
 			return "", err
 		}
@@ -182,7 +182,7 @@ func (i *interceptor) MultiQuery(ctx context.Context, chain server.Chain, c *mys
 	if len(st.pending) > 0 {
 		st.next = rest
 	}
-	if err := callback(results[0], rest != ""); err != nil {
+	if err := sendResult(results[0], func(r *sqltypes.Result) error { return callback(r, rest != "") }); err != nil {
 		st.reset()
 		return "", err
 	}
@@ -239,12 +239,12 @@ func (i *interceptor) StmtExecute(ctx context.Context, chain server.Chain, c *my
 	if err != nil {
 		return err
 	}
-	return callback(results[0])
+	return sendResult(results[0], callback)
 }
 
-// answer calls the backend and converts its results; errors come back as
-// *mysql.SQLError ready for the client.
-func (i *interceptor) answer(ctx context.Context, c *mysql.Conn, stmts []string) ([]*sqltypes.Result, error) {
+// answer calls the backend and checks that its results can be sent; errors
+// come back as *mysql.SQLError ready for the client.
+func (i *interceptor) answer(ctx context.Context, c *mysql.Conn, stmts []string) ([]*engine.Result, error) {
 	results, err := i.backend.Answer(ctx, i.session(ctx, c), stmts)
 	if err != nil {
 		if ctx.Err() != nil && i.srv != nil && i.srv.wasKilled(c) {
@@ -258,14 +258,13 @@ func (i *interceptor) answer(ctx context.Context, c *mysql.Conn, stmts []string)
 			"conn", c.ConnectionID, "user", c.User, "statements", len(stmts), "results", len(results))
 		return nil, internalError()
 	}
-	out := make([]*sqltypes.Result, len(results))
-	for k, r := range results {
-		if out[k], err = toSQLResult(r); err != nil {
+	for _, r := range results {
+		if err := checkResult(r); err != nil {
 			i.log.Error("backend result cannot be sent; nothing was released", "conn", c.ConnectionID, "user", c.User, "err", err)
 			return nil, internalError()
 		}
 	}
-	return out, nil
+	return results, nil
 }
 
 // session describes the connection to the backend. UserVar reads the GMS
@@ -506,6 +505,8 @@ func isFieldListQuery(q string) bool { return fieldListQuery.MatchString(q) }
 //   - file access — LOAD_FILE(), SELECT ... INTO OUTFILE/DUMPFILE, LOAD DATA
 //     (1227): GMS checks no FILE privilege, and the proxy's files include
 //     the protected data. (secure_file_priv also points nowhere; see New.)
+//   - text vitess's parser panics on, and variable names GMS cannot
+//     resolve without panicking (1064; see scopableVariable).
 //
 // It works on vitess's tokens, so quoted strings and comments do not count,
 // while MySQL's executable /*! ... */ comments do.
@@ -538,12 +539,25 @@ scan:
 		case sqlparser.GLOBAL, sqlparser.PERSIST, sqlparser.PERSIST_ONLY:
 			global = true
 		case sqlparser.ID:
+			if len(v) > 0 && v[0] == '@' && !scopableVariable(string(v)) {
+				return syntaxError(stmt)
+			}
 			switch id := strings.ToLower(string(v)); {
 			case id == "load_file":
 				return errFileAccess()
 			case strings.HasPrefix(id, "@@global"), strings.HasPrefix(id, "@@persist"):
 				global = true
 			}
+		}
+	}
+	// go-mysql-server parses the statement with vitess, whose parser
+	// panics on some malformed text (SELECT''); MySQL calls it a syntax error.
+	if _, err := safeParse(stmt); errors.Is(err, errParserPanic) {
+		return syntaxError(stmt)
+	}
+	if isSet {
+		if err := checkPrivacyOptions(stmt); err != nil {
+			return err
 		}
 	}
 	if isSet && global {
@@ -560,6 +574,21 @@ scan:
 		}
 	}
 	return nil
+}
+
+// scopableVariable reports whether go-mysql-server can resolve a variable
+// token (@x, @@x, @@global.x, ...): vitess's VarScope, which it calls,
+// panics on an empty or lone-quote name (SELECT @@, SELECT @@global.,
+// SELECT @@'); MySQL calls those syntax errors.
+func scopableVariable(tok string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_, _, _, _ = sqlparser.VarScope(tok)
+	_, _, _, _ = sqlparser.VarScope(strings.Split(tok, ".")...)
+	return true
 }
 
 func errSQLPrepare() error {

@@ -1,6 +1,7 @@
 package mysqlfront
 
 import (
+	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -101,6 +102,20 @@ func firstWord(s string) string {
 	return ""
 }
 
+// errParserPanic: vitess's parser panicked on the text.
+var errParserPanic = errors.New("the SQL parser failed on this statement")
+
+// safeParse is sqlparser.Parse, with a panic of the parser (vitess
+// panics on some malformed text, such as SELECT”) as errParserPanic.
+func safeParse(text string) (tree sqlparser.Statement, err error) {
+	defer func() {
+		if recover() != nil {
+			tree, err = nil, errParserPanic
+		}
+	}()
+	return sqlparser.Parse(text)
+}
+
 // syntaxError is MySQL's 1064 for a statement vitess cannot parse: "near"
 // quotes the statement from the offending token on (80 characters at most),
 // ” when the statement ended too early, and an unterminated quote from
@@ -109,14 +124,16 @@ func syntaxError(text string) error {
 	text = strings.TrimRight(strings.TrimSpace(text), ";")
 	toks := lexSQL(text, false)
 	pos := len(text) + 1 // past the end: the statement ended too early
-	if _, err := sqlparser.Parse(text); err != nil {
+	if _, err := safeParse(text); errors.Is(err, errParserPanic) {
+		pos = 0 // no position: quote the whole statement
+	} else if err != nil {
 		if se, ok := vterrors.AsSyntaxError(err); ok && se.Position-1 < len(text) {
 			pos = se.Position - 1
 		} else if ok {
 			// vitess reports the same position for an error on the last
 			// token and at the end of input: a token that can never
 			// continue a statement tells the two apart.
-			if _, err2 := sqlparser.Parse(text + " \x01"); err2 != nil {
+			if _, err2 := safeParse(text + " \x01"); err2 != nil {
 				if se2, ok := vterrors.AsSyntaxError(err2); ok && se2.Position-1 <= len(text) {
 					pos = se2.Position - 1
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -31,11 +32,22 @@ func routeLibraryLogs(l *slog.Logger) {
 		logrus.AddHook(logrusHook{})
 		vtlog.Info = func(args ...any) { libLog(slog.LevelDebug, "vitess", fmt.Sprint(args...)) }
 		vtlog.Infof = func(format string, args ...any) { libLog(slog.LevelDebug, "vitess", fmt.Sprintf(format, args...)) }
-		vtlog.Warning = func(args ...any) { libLog(slog.LevelWarn, "vitess", fmt.Sprint(args...)) }
-		vtlog.Warningf = func(format string, args ...any) { libLog(slog.LevelWarn, "vitess", fmt.Sprintf(format, args...)) }
+		vtlog.Warning = func(args ...any) { vitessWarning(fmt.Sprint(args...)) }
+		vtlog.Warningf = func(format string, args ...any) { vitessWarning(fmt.Sprintf(format, args...)) }
 		vtlog.Error = func(args ...any) { libLog(slog.LevelWarn, "vitess", fmt.Sprint(args...)) }
 		vtlog.Errorf = func(format string, args ...any) { libLog(slog.LevelWarn, "vitess", fmt.Sprintf(format, args...)) }
 	})
+}
+
+// vitessWarning logs a vitess warning at Warn, except the one vitess writes
+// for every client that closes before its handshake response (TCP health
+// checks, port scans, clients dropped by the handshake timeout): Debug.
+func vitessWarning(msg string) {
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "Cannot read client handshake response") {
+		level = slog.LevelDebug
+	}
+	libLog(level, "vitess", msg)
 }
 
 func libLog(level slog.Level, lib, msg string, attrs ...any) {

@@ -55,26 +55,28 @@ const (
 	tlsHandshakeTimeout     = 10 * time.Second
 )
 
-// frontListener wraps the accepted connections in frontConns.
-type frontListener struct {
-	net.Listener
-	s *Server
-}
-
-func (l *frontListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return newFrontConn(c, l.s), nil
-}
-
 // frontConn is one client connection as vitess sees it. Read and Write are
 // called from the connection's own goroutine (vitess handles one command at
 // a time), Close from anywhere.
 type frontConn struct {
 	raw net.Conn
 	s   *Server
+
+	closeOnce sync.Once
+	// handshake closes the connection if the connection phase outlives
+	// the handshake timeout.
+	handshake *time.Timer
+	// interactive: the client announced CLIENT_INTERACTIVE (set when the
+	// handshake response is read, before any session exists).
+	interactive bool
+	// session is the connection's GMS session, for its @@wait_timeout.
+	session atomic.Pointer[sessionRef]
+	// vconn is vitess's connection over this one (set by NewConnection);
+	// commands are checked against its prepared statements.
+	vconn atomic.Pointer[mysql.Conn]
+	// longDataErr: prepared statements whose COM_STMT_SEND_LONG_DATA was
+	// refused; their next execution reports it (see commands.go).
+	longDataErr map[uint32]*mysql.SQLError
 
 	wmu sync.Mutex // serialises writes to rw
 	rw  net.Conn   // raw, or the TLS connection over it
@@ -108,6 +110,7 @@ func newFrontConn(c net.Conn, s *Server) *frontConn {
 	fc := &frontConn{raw: c, s: s, rw: c}
 	fc.br = bufio.NewReader(c)
 	fc.connecting.Store(true)
+	fc.handshake = time.AfterFunc(s.limits.HandshakeTimeout, fc.handshakeExpired)
 	return fc
 }
 
@@ -116,7 +119,16 @@ func (c *frontConn) RemoteAddr() net.Addr               { return c.raw.RemoteAdd
 func (c *frontConn) SetDeadline(t time.Time) error      { return c.raw.SetDeadline(t) }
 func (c *frontConn) SetReadDeadline(t time.Time) error  { return c.raw.SetReadDeadline(t) }
 func (c *frontConn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
-func (c *frontConn) Close() error                       { return c.raw.Close() }
+
+// Close closes the client connection; the first Close frees its place
+// under MaxConnections.
+func (c *frontConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.handshake.Stop()
+		c.s.open.Add(-1)
+	})
+	return c.raw.Close()
+}
 
 // TLS reports whether the client switched to TLS.
 func (c *frontConn) TLS() bool { return c.tls.Load() }
@@ -133,13 +145,19 @@ func (c *frontConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readPacket reads one packet from the client: its header and payload.
+// readPacket reads one packet of the connection phase from the client: its
+// header and payload. A packet longer than maxHandshakePacket is refused
+// before its payload is read.
 func (c *frontConn) readPacket() ([]byte, []byte, error) {
 	hdr := make([]byte, packetHeaderLen)
 	if _, err := io.ReadFull(c.br, hdr); err != nil {
 		return nil, nil, err
 	}
 	n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+	if n > maxHandshakePacket {
+		_ = c.writeErrPacket(hdr[3]+1, erHandshake, "08S01", "Bad handshake")
+		return nil, nil, fmt.Errorf("connection-phase packet of %d bytes", n)
+	}
 	payload := make([]byte, n)
 	if _, err := io.ReadFull(c.br, payload); err != nil {
 		return nil, nil, err
@@ -150,24 +168,12 @@ func (c *frontConn) readPacket() ([]byte, []byte, error) {
 // fill reads the next client packet and queues it for vitess, unless
 // frontConn handles it itself.
 func (c *frontConn) fill() error {
+	if !c.connecting.Load() {
+		return c.fillCommand()
+	}
 	hdr, payload, err := c.readPacket()
 	if err != nil {
 		return err
-	}
-	if !c.connecting.Load() {
-		if hdr[3] == 0 && len(payload) > 0 {
-			c.s.questions.Add(1)
-			switch payload[0] {
-			case comStatistics:
-				return c.writeRawPacket(1, []byte(c.s.statistics()))
-			case comStmtPrepare:
-				c.wmu.Lock()
-				c.prepareText, c.prepareBuf, c.watchPrep = string(payload[1:]), c.prepareBuf[:0], true
-				c.wmu.Unlock()
-			}
-		}
-		c.in = append(append(c.in, hdr...), payload...)
-		return nil
 	}
 
 	c.wireSeq = hdr[3] + 1
@@ -186,11 +192,19 @@ func (c *frontConn) fill() error {
 			c.raw.Close()
 			return errInsecureTransport
 		}
-		c.responded = true
-		if c.tls.Load() && len(payload) >= 4 {
-			// vitess must not try to switch to TLS itself.
-			binary.LittleEndian.PutUint32(payload, flags&^mysql.CapabilityClientSSL)
+		hs, err := parseHandshakeResponse(payload)
+		if err != nil {
+			// vitess would misread it (some malformed responses panic
+			// there); MySQL answers a bad handshake with 1043.
+			c.s.log.Debug("bad handshake response", "remote", c.raw.RemoteAddr().String(), "err", err)
+			_ = c.writeErrPacket(c.wireSeq, erHandshake, "08S01", "Bad handshake")
+			c.raw.Close()
+			return err
 		}
+		c.responded = true
+		c.interactive = hs.flags&capabilityClientInteractive != 0
+		// vitess must never switch to TLS itself: the packet layer runs it.
+		binary.LittleEndian.PutUint32(payload, flags&^mysql.CapabilityClientSSL)
 	}
 	hdr[3] = c.vSeq
 	c.vSeq++
@@ -235,7 +249,7 @@ func (c *frontConn) Write(p []byte) (int, error) {
 		return c.writePrepareAnswer(p)
 	}
 	if !c.connecting.Load() {
-		return c.rw.Write(p)
+		return c.write(p)
 	}
 	out := make([]byte, 0, len(p))
 	i := 0
@@ -272,15 +286,23 @@ func (c *frontConn) Write(p []byte) (int, error) {
 			c.wpackets++
 			if c.wend {
 				c.connecting.Store(false)
+				c.handshake.Stop()
 				out = append(out, p[i:]...)
 				break
 			}
 		}
 	}
-	if _, err := c.rw.Write(out); err != nil {
+	if _, err := c.write(out); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// write writes to the client (wmu held); a client that does not read
+// for netWriteTimeout is dropped.
+func (c *frontConn) write(b []byte) (int, error) {
+	_ = c.raw.SetWriteDeadline(time.Now().Add(netWriteTimeout))
+	return c.rw.Write(b)
 }
 
 // writePrepareAnswer holds the answer to a COM_STMT_PREPARE until its first
@@ -305,13 +327,13 @@ func (c *frontConn) writePrepareAnswer(p []byte) (int, error) {
 			np = append(append(np, se.State...), se.Message...)
 			out := []byte{byte(len(np)), byte(len(np) >> 8), byte(len(np) >> 16), buf[3]}
 			out = append(append(out, np...), buf[packetHeaderLen+n:]...)
-			if _, err := c.rw.Write(out); err != nil {
+			if _, err := c.write(out); err != nil {
 				return 0, err
 			}
 			return len(p), nil
 		}
 	}
-	if _, err := c.rw.Write(buf); err != nil {
+	if _, err := c.write(buf); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -327,15 +349,19 @@ func (c *frontConn) writeRawPacket(seq byte, payload []byte) error {
 	buf = append(buf, payload...)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err := c.rw.Write(buf)
+	_, err := c.write(buf)
 	return err
 }
 
 func (c *frontConn) writeErrPacket(seq byte, code uint16, state, msg string) error {
-	p := []byte{mysql.ErrPacket, byte(code), byte(code >> 8), '#'}
-	p = append(p, state...)
-	p = append(p, msg...)
-	return c.writeRawPacket(seq, p)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.write(errPacket(seq, code, state, msg))
+	return err
+}
+
+func (c *frontConn) writeSQLError(seq byte, e *mysql.SQLError) error {
+	return c.writeErrPacket(seq, uint16(e.Num), e.State, e.Message)
 }
 
 // authExchange lets an auth method talk to the client during the

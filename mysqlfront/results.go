@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/dolthub/vitess/go/mysql"
 	"github.com/dolthub/vitess/go/sqltypes"
@@ -21,43 +22,132 @@ const (
 	charsetUTF8MB4 = 255 // utf8mb4_0900_ai_ci, as GMS sends text
 )
 
-// toSQLResult converts an engine result set to vitess's form. Columns are
-// BIGINT, DOUBLE or VARCHAR; values are coerced to their column's type (an
-// integral float in a BIGINT column is fine, a NaN or ±Inf becomes NULL)
-// and anything that does not fit is an error.
-func toSQLResult(r *engine.Result) (*sqltypes.Result, error) {
+// resultChunk is how many rows go to the client per write: a large result
+// is converted and sent a chunk at a time, never held whole in vitess's
+// form.
+const resultChunk = 1024
+
+// checkResult validates that every value of r converts to its column's
+// type (an integral float in a BIGINT column is fine, a NaN or ±Inf becomes
+// NULL), so that nothing is sent of a result that cannot be sent whole.
+func checkResult(r *engine.Result) error {
 	if r == nil {
-		return nil, errors.New("nil result")
+		return errors.New("nil result")
 	}
 	if len(r.Columns) == 0 {
-		if len(r.Rows) > 0 {
-			return nil, errors.New("rows without columns")
+		if r.Len() > 0 {
+			return errors.New("rows without columns")
 		}
-		return &sqltypes.Result{}, nil // an OK packet
+		return nil
 	}
-	res := &sqltypes.Result{Fields: make([]*querypb.Field, len(r.Columns))}
+	for k, col := range r.Columns {
+		if _, err := field(col); err != nil {
+			return err
+		}
+		for n := 0; n < r.Len(); n++ {
+			if err := convertible(col.Type, r.Value(n, k)); err != nil {
+				return fmt.Errorf("row %d, column %q: %w", n, col.Name, err)
+			}
+		}
+	}
+	if r.Rows != nil {
+		for n, row := range r.Rows {
+			if len(row) != len(r.Columns) {
+				return fmt.Errorf("row %d has %d values for %d columns", n, len(row), len(r.Columns))
+			}
+		}
+	}
+	return nil
+}
+
+// sendResult streams a checked engine result to send in chunks of
+// resultChunk rows, the column definitions with the first (vitess writes
+// them once per result set); a result without columns is one OK packet.
+func sendResult(r *engine.Result, send func(*sqltypes.Result) error) error {
+	if len(r.Columns) == 0 {
+		return send(&sqltypes.Result{})
+	}
+	fields := make([]*querypb.Field, len(r.Columns))
 	for k, col := range r.Columns {
 		f, err := field(col)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		res.Fields[k] = f
+		fields[k] = f
 	}
-	res.Rows = make([][]sqltypes.Value, 0, len(r.Rows))
-	for n, row := range r.Rows {
-		if len(row) != len(r.Columns) {
-			return nil, fmt.Errorf("row %d has %d values for %d columns", n, len(row), len(r.Columns))
+	n := r.Len()
+	// vitess writes each chunk before send returns, so one chunk's rows,
+	// values and text are reused for the next: a large result costs one
+	// chunk of memory, not one allocation per cell.
+	rows := make([][]sqltypes.Value, min(n, resultChunk))
+	vals := make([]sqltypes.Value, len(rows)*len(r.Columns))
+	for j := range rows {
+		rows[j] = vals[j*len(r.Columns) : (j+1)*len(r.Columns) : (j+1)*len(r.Columns)]
+	}
+	var arena []byte
+	for start := 0; start == 0 || start < n; start += resultChunk {
+		end := min(start+resultChunk, n)
+		chunk := &sqltypes.Result{Rows: rows[:end-start]}
+		if start == 0 {
+			chunk.Fields = fields
 		}
-		out := make([]sqltypes.Value, len(row))
-		for k, v := range row {
-			var err error
-			if out[k], err = value(r.Columns[k].Type, v); err != nil {
-				return nil, fmt.Errorf("row %d, column %q: %w", n, r.Columns[k].Name, err)
+		arena = arena[:0]
+		for i := start; i < end; i++ {
+			out := chunk.Rows[i-start]
+			for k, col := range r.Columns {
+				var err error
+				if out[k], arena, err = appendValue(arena, col.Type, r.Value(i, k)); err != nil {
+					return err
+				}
 			}
 		}
-		res.Rows = append(res.Rows, out)
+		if err := send(chunk); err != nil {
+			return err
+		}
 	}
-	return res, nil
+	return nil
+}
+
+// convertible reports what value would, without converting: whether v can
+// be sent in a column of type t.
+func convertible(t engine.ColumnType, v engine.Value) error {
+	switch {
+	case v.Kind == engine.KindNull, v.Kind == engine.KindInt:
+		return nil
+	case v.Kind == engine.KindFloat && (t != engine.TypeInt64 || math.IsNaN(v.Float) || math.IsInf(v.Float, 0)):
+		return nil
+	case v.Kind == engine.KindString && t == engine.TypeString:
+		return nil
+	}
+	_, err := value(t, v)
+	return err
+}
+
+// appendValue is value with the text written into arena (numbers; strings
+// keep their own bytes). A value refers into arena, so arena must not be
+// reused before the value is sent; when arena grows, earlier values keep
+// the old array, which stays valid.
+func appendValue(arena []byte, t engine.ColumnType, v engine.Value) (sqltypes.Value, []byte, error) {
+	if v.Kind == engine.KindNull || v.Kind == engine.KindFloat && (math.IsNaN(v.Float) || math.IsInf(v.Float, 0)) {
+		return sqltypes.NULL, arena, nil
+	}
+	start := len(arena)
+	switch {
+	case t == engine.TypeInt64 && v.Kind == engine.KindInt:
+		arena = strconv.AppendInt(arena, v.Int, 10)
+		return sqltypes.MakeTrusted(sqltypes.Int64, arena[start:len(arena):len(arena)]), arena, nil
+	case t == engine.TypeFloat64 && v.Kind == engine.KindFloat:
+		arena = appendFloat(arena, v.Float)
+		return sqltypes.MakeTrusted(sqltypes.Float64, arena[start:len(arena):len(arena)]), arena, nil
+	case t == engine.TypeString && v.Kind == engine.KindString:
+		// The label's own bytes, not a copy: vitess only reads them.
+		return sqltypes.MakeTrusted(sqltypes.VarChar, unsafe.Slice(unsafe.StringData(v.Str), len(v.Str))), arena, nil
+	case t == engine.TypeString && v.Kind == engine.KindInt:
+		arena = strconv.AppendInt(arena, v.Int, 10)
+		return sqltypes.MakeTrusted(sqltypes.VarChar, arena[start:len(arena):len(arena)]), arena, nil
+	}
+	out, err := value(t, v)
+	return out, arena, err
 }
 
 func field(c engine.Column) (*querypb.Field, error) {
@@ -84,93 +174,73 @@ func field(c engine.Column) (*querypb.Field, error) {
 	return f, nil
 }
 
-func value(t engine.ColumnType, v any) (sqltypes.Value, error) {
-	if v == nil {
+func value(t engine.ColumnType, v engine.Value) (sqltypes.Value, error) {
+	switch v.Kind {
+	case engine.KindNull:
 		return sqltypes.NULL, nil
+	case engine.KindFloat:
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+			return sqltypes.NULL, nil
+		}
 	}
 	switch t {
 	case engine.TypeInt64:
-		switch v := v.(type) {
-		case int64:
-			return sqltypes.NewInt64(v), nil
-		case int:
-			return sqltypes.NewInt64(int64(v)), nil
-		case int32:
-			return sqltypes.NewInt64(int64(v)), nil
-		case uint64:
-			if v > math.MaxInt64 {
-				return sqltypes.Value{}, fmt.Errorf("%d overflows BIGINT", v)
-			}
-			return sqltypes.NewInt64(int64(v)), nil
-		case float64:
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return sqltypes.NULL, nil
-			}
-			r := math.Round(v)
+		switch v.Kind {
+		case engine.KindInt:
+			return sqltypes.NewInt64(v.Int), nil
+		case engine.KindFloat:
+			r := math.Round(v.Float)
 			if r < math.MinInt64 || r >= math.MaxInt64 {
-				return sqltypes.Value{}, fmt.Errorf("%g overflows BIGINT", v)
+				return sqltypes.Value{}, fmt.Errorf("%g overflows BIGINT", v.Float)
 			}
 			return sqltypes.NewInt64(int64(r)), nil
-		case string:
-			n, err := strconv.ParseInt(v, 10, 64)
+		case engine.KindString:
+			n, err := strconv.ParseInt(v.Str, 10, 64)
 			if err != nil {
-				return sqltypes.Value{}, fmt.Errorf("%q is not a BIGINT", v)
+				return sqltypes.Value{}, fmt.Errorf("%q is not a BIGINT", v.Str)
 			}
 			return sqltypes.NewInt64(n), nil
 		}
 	case engine.TypeFloat64:
 		var f float64
-		switch v := v.(type) {
-		case float64:
-			f = v
-		case float32:
-			f = float64(v)
-		case int64:
-			f = float64(v)
-		case int:
-			f = float64(v)
-		case string:
+		switch v.Kind {
+		case engine.KindFloat:
+			f = v.Float
+		case engine.KindInt:
+			f = float64(v.Int)
+		case engine.KindString:
 			var err error
-			if f, err = strconv.ParseFloat(v, 64); err != nil {
-				return sqltypes.Value{}, fmt.Errorf("%q is not a DOUBLE", v)
+			if f, err = strconv.ParseFloat(v.Str, 64); err != nil {
+				return sqltypes.Value{}, fmt.Errorf("%q is not a DOUBLE", v.Str)
 			}
-		default:
-			return sqltypes.Value{}, fmt.Errorf("unexpected %T value", v)
-		}
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return sqltypes.NULL, nil
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return sqltypes.NULL, nil
+			}
 		}
 		return sqltypes.MakeTrusted(sqltypes.Float64, []byte(formatFloat(f))), nil
 	case engine.TypeString:
-		switch v := v.(type) {
-		case string:
-			return sqltypes.NewVarChar(v), nil
-		case []byte:
-			return sqltypes.NewVarChar(string(v)), nil
-		case int64:
-			return sqltypes.NewVarChar(strconv.FormatInt(v, 10)), nil
-		case int:
-			return sqltypes.NewVarChar(strconv.Itoa(v)), nil
-		case float64:
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return sqltypes.NULL, nil
-			}
-			return sqltypes.NewVarChar(formatFloat(v)), nil
-		case bool:
-			return sqltypes.NewVarChar(strconv.FormatBool(v)), nil
+		switch v.Kind {
+		case engine.KindString:
+			return sqltypes.NewVarChar(v.Str), nil
+		case engine.KindInt:
+			return sqltypes.NewVarChar(strconv.FormatInt(v.Int, 10)), nil
+		case engine.KindFloat:
+			return sqltypes.NewVarChar(formatFloat(v.Float)), nil
 		}
 	}
-	return sqltypes.Value{}, fmt.Errorf("unexpected %T value", v)
+	return sqltypes.Value{}, fmt.Errorf("unexpected value kind %d for column type %d", v.Kind, t)
 }
 
 // formatFloat writes a DOUBLE the way people read it: plain decimals for
 // ordinary magnitudes, exponent notation for very large or small ones.
-func formatFloat(f float64) string {
+func formatFloat(f float64) string { return string(appendFloat(nil, f)) }
+
+func appendFloat(b []byte, f float64) []byte {
 	a := math.Abs(f)
 	if a == 0 || (a >= 1e-4 && a < 1e15) {
-		return strconv.FormatFloat(f, 'f', -1, 64)
+		return strconv.AppendFloat(b, f, 'f', -1, 64)
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
 // placeholders returns the byte offsets of the `?` parameter markers in stmt:

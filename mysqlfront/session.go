@@ -26,7 +26,8 @@ import (
 //     included (error 1317 for it); another user's connection is 1095 and
 //     an unknown id 1094.
 //   - SHOW [FULL] PROCESSLIST: the user's own connections, as MySQL shows
-//     them to a user without the PROCESS privilege (GMS refuses).
+//     them to a user without the PROCESS privilege (GMS refuses); so does
+//     information_schema.PROCESSLIST (processlist.go).
 //   - SHOW GRANTS [FOR CURRENT_USER[()] | FOR own account]: the user's
 //     grants (GMS requires access to the mysql schema).
 
@@ -92,7 +93,7 @@ func (i *interceptor) frontStatement(ctx context.Context, c *mysql.Conn, stmt st
 	switch t := tree.(type) {
 	case *sqlparser.Show:
 		if strings.EqualFold(t.Type, "processlist") {
-			return true, emit(i.srv.processList(c, t.Full, i.currentDB))
+			return true, emit(i.srv.processList(c, t.Full))
 		}
 	case *sqlparser.ShowGrants:
 		r, err := i.srv.grants(c, t)
@@ -166,58 +167,6 @@ func (s *Server) kill(c *mysql.Conn, connection bool, id uint64) error {
 		conn.Close()
 	}
 	return nil
-}
-
-// processList lists the user's own connections.
-func (s *Server) processList(c *mysql.Conn, full bool, db func(*mysql.Conn) string) *sqltypes.Result {
-	type row struct {
-		id                   uint32
-		conn                 *mysql.Conn
-		host, db, cmd, query string
-		secs                 int64
-	}
-	var rows []row
-	s.mu.Lock()
-	for id, ci := range s.conns {
-		if ci.conn.User != c.User {
-			continue
-		}
-		r := row{id: id, conn: ci.conn, host: ci.conn.RemoteAddr().String(), cmd: "Sleep", secs: int64(time.Since(ci.since) / time.Second)}
-		if ci.query != "" {
-			r.cmd, r.query = "Query", ci.query
-		}
-		rows = append(rows, r)
-	}
-	s.mu.Unlock()
-	sort.Slice(rows, func(a, b int) bool { return rows[a].id < rows[b].id })
-	for k := range rows {
-		rows[k].db = db(rows[k].conn)
-	}
-
-	res := &sqltypes.Result{Fields: []*querypb.Field{
-		textField("Id", sqltypes.Uint64), textField("User", sqltypes.VarChar), textField("Host", sqltypes.VarChar),
-		textField("db", sqltypes.VarChar), textField("Command", sqltypes.VarChar), textField("Time", sqltypes.Int32),
-		textField("State", sqltypes.VarChar), textField("Info", sqltypes.VarChar),
-	}}
-	for _, r := range rows {
-		info, state := sqltypes.NULL, sqltypes.NewVarChar("")
-		if r.query != "" {
-			q := r.query
-			if !full && len(q) > 100 {
-				q = q[:100]
-			}
-			info, state = sqltypes.NewVarChar(q), sqltypes.NewVarChar("executing")
-		}
-		dbv := sqltypes.NULL
-		if r.db != "" {
-			dbv = sqltypes.NewVarChar(r.db)
-		}
-		res.Rows = append(res.Rows, []sqltypes.Value{
-			sqltypes.NewUint64(uint64(r.id)), sqltypes.NewVarChar(c.User), sqltypes.NewVarChar(r.host),
-			dbv, sqltypes.NewVarChar(r.cmd), sqltypes.NewInt32(int32(r.secs)), state, info,
-		})
-	}
-	return res
 }
 
 // grants answers SHOW GRANTS for the user's own account.

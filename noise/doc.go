@@ -13,8 +13,12 @@
 //   - [Rand.DiscreteGaussian] is Algorithm 3.
 //
 // [Rand.ExponentialMechanism] and [Rand.TopK] select indices with the
-// exponential mechanism, sampled exactly by rejection with
-// [Rand.BernoulliExp] as the acceptance test.
+// exponential mechanism (weights exp(ε·u/Δ), for monotone utilities),
+// sampled exactly as a chain of Bernoulli trials, each decided by one
+// binary digit of its probability at a random position drawn from the
+// random bits alone, with interval arithmetic on fixed-point integers
+// (expmech.go, expmech_digits.go): the randomness read and the work done
+// do not depend on the utilities.
 //
 // The float64 helpers ([DiscreteLaplaceVariance], [DiscreteGaussianVariance],
 // [RationalAtLeast]) are for planning only: they compute error forecasts and

@@ -1,24 +1,35 @@
 package noise
 
-import "math/bits"
+import (
+	"math/big"
+	"math/bits"
+)
 
 // ExponentialMechanism returns an index i into utilities, chosen with
-// probability proportional to exp(ε·uᵢ/(2Δ)), where ε = epsNum/epsDen and
-// Δ = sensitivity.
+// probability exactly
 //
-// Privacy: if every utility uᵢ changes by at most Δ between neighbouring
-// databases (for example group counts, Δ = 1, when one individual affects
-// one count by at most 1), releasing the index is ε-differentially private
-// (pure ε-DP). The candidate set, i.e. len(utilities), is treated as public.
+//	exp(ε·uᵢ/Δ) / Σⱼ exp(ε·uⱼ/Δ),   ε = epsNum/epsDen, Δ = sensitivity.
 //
-// Sampling is exact and uses no floating point: it proposes i uniformly
-// and accepts with probability exp(−ε(u_max − uᵢ)/(2Δ)) by
-// [Rand.BernoulliExp], which selects i with the target probability. Every
-// proposal of a maximal index is accepted, so the expected number of
-// proposals is at most len(utilities). γ is formed exactly in 128-bit
-// arithmetic (math/big if 2·epsDen·Δ overflows 64 bits), so utilities of
-// any int64 size are fine; large gaps make γ huge and are rejected after
-// about 1.6 Bernoulli(e⁻¹) trials.
+// Privacy: if, between neighbouring databases, every utility changes by at
+// most Δ and all of them move in the same direction (monotone utilities,
+// such as group counts when one row is added or removed: one count grows,
+// or shrinks, by at most 1 and none moves the other way), releasing the
+// index is ε-differentially private. That is McSherry and Talwar's
+// exponential mechanism (FOCS 2007) with their refinement for monotone
+// utilities: in Dwork and Roth's proof of their Theorem 3.10 the factor
+// exp(ε/2) that the normalising sum Σⱼ exp(ε·uⱼ/(2Δ)) may contribute
+// vanishes when every uⱼ moves the same way, so ε·u/Δ suffices (McKenna
+// and Sheldon, "Permute-and-Flip", NeurIPS 2020, §2, use the same remark).
+// For utilities that may move in opposite directions, pass 2Δ as the
+// sensitivity. The candidate set, len(utilities), is public. The cost is ε.
+//
+// Sampling is exact, and its cost does not depend on the utilities (see
+// [Rand.emSelect]): the number of random bits read depends only on the
+// randomness itself and len(utilities), and the arithmetic is a fixed
+// sequence of operations on fixed-width integers whose count depends only
+// on len(utilities), ε/Δ and those random bits — except, with probability
+// below 2⁻⁶⁰ per selection, when a longer computation is needed to decide
+// an outcome (see emSelect). Utilities of any int64 size are fine.
 //
 // It panics if utilities is empty, epsDen is zero or sensitivity < 1.
 // epsNum = 0 (ε = 0) selects uniformly.
@@ -27,18 +38,20 @@ func (r *Rand) ExponentialMechanism(utilities []int64, epsNum, epsDen uint64, se
 		panic("noise: ExponentialMechanism with no candidates")
 	}
 	checkEM(epsDen, sensitivity)
-	return r.expMech(utilities, epsNum, epsDen, 1, sensitivity)
+	return r.expMech(utilities, emRate(epsNum, epsDen, 1, sensitivity))
 }
 
-// TopK runs the exponential mechanism k times without replacement, each
-// round over the candidates not yet chosen with privacy parameter ε/k
+// TopK runs the exponential mechanism k times without replacement ("peeling"),
+// each round over the candidates not yet chosen with privacy parameter ε/k
 // (ε = epsNum/epsDen), and returns the chosen indices in selection order.
 //
-// Privacy: each round is (ε/k)-DP for utilities of sensitivity Δ (see
-// [Rand.ExponentialMechanism]), so the whole selection is ε-DP by basic
-// (adaptive) composition. If k > len(utilities), k is lowered to
+// Privacy: each round is (ε/k)-DP for monotone utilities of sensitivity Δ
+// (see [Rand.ExponentialMechanism]), so the whole selection is ε-DP by
+// basic (adaptive) composition. If k > len(utilities), k is lowered to
 // len(utilities) (the candidate count is public) and each round uses ε/k
-// for that lowered k, still ε in total. k = 0 returns an empty slice.
+// for that lowered k, still ε in total. k = 0 returns an empty slice. The
+// cost of every round depends only on public quantities and the
+// randomness, as in ExponentialMechanism.
 //
 // It panics if k < 0, epsDen is zero or sensitivity < 1.
 func (r *Rand) TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity int64) []int {
@@ -51,6 +64,7 @@ func (r *Rand) TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity
 	if k == 0 {
 		return out
 	}
+	rate := emRate(epsNum, epsDen, uint64(k), sensitivity)
 	cand := make([]int, len(utilities))
 	util := make([]int64, len(utilities))
 	for i := range cand {
@@ -58,12 +72,13 @@ func (r *Rand) TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity
 	}
 	copy(util, utilities)
 	for range k {
-		j := r.expMech(util, epsNum, epsDen, uint64(k), sensitivity)
+		j := r.expMech(util, rate)
 		out = append(out, cand[j])
-		// Swap-remove: the mechanism is symmetric in candidate order.
-		last := len(cand) - 1
-		cand[j], util[j] = cand[last], util[last]
-		cand, util = cand[:last], util[:last]
+		// Remove j, keeping the order of the others (the mechanism is
+		// symmetric in candidate order; keeping it keeps the work
+		// independent of which candidate was chosen).
+		cand = append(cand[:j], cand[j+1:]...)
+		util = append(util[:j], util[j+1:]...)
 	}
 	return out
 }
@@ -77,46 +92,72 @@ func checkEM(epsDen uint64, sensitivity int64) {
 	}
 }
 
-// expMech samples index i of u with probability ∝ exp(ε·uᵢ/(2Δ)), where
-// ε = epsNum/(epsDen·split): acceptance probability exp(−γᵢ) with
-// γᵢ = epsNum·(u_max − uᵢ) / (2·epsDen·split·Δ).
-func (r *Rand) expMech(u []int64, epsNum, epsDen, split uint64, sens int64) int {
-	n := uint64(len(u))
-	if n == 1 {
+// emRate is c = ε/(split·Δ) = epsNum/(epsDen·split·Δ) as an exact fraction:
+// candidate i's weight is exp(c·uᵢ).
+type emRateFrac struct{ num, den big.Int }
+
+func emRate(epsNum, epsDen, split uint64, sens int64) *emRateFrac {
+	c := &emRateFrac{}
+	c.num.SetUint64(epsNum)
+	c.den.SetUint64(epsDen)
+	var t big.Int
+	c.den.Mul(&c.den, t.SetUint64(split))
+	c.den.Mul(&c.den, t.SetUint64(uint64(sens)))
+	return c
+}
+
+// maxEMPrecision bounds the precision expMech retries with.
+const maxEMPrecision = 1 << 20
+
+// expMech samples index i of u with probability ∝ exp(c·uᵢ).
+//
+// Method (exact, data-independent randomness). Put the first maximal
+// candidate last and the others in index order: o₀, …, o_{m−1}. With
+// weights wᵢ = exp(−c·(u_max − uᵢ)) ∈ (0, 1] (w of the last is 1) and
+// suffix sums Sⱼ = Σ_{l≥j} w_{o_l}, choose o_j for the first j with
+// Bⱼ = 1, where Bⱼ are independent Bernoulli(rⱼ), rⱼ = w_{o_j}/Sⱼ, and o_{m−1}
+// if none: P(o_j) = rⱼ·Π_{l<j}(1 − r_l) = w_{o_j}/S₀, since 1 − r_l =
+// S_{l+1}/S_l — the exponential mechanism's law.
+//
+// Each Bⱼ is sampled as the Nⱼ-th binary digit of rⱼ, where Nⱼ ≥ 1 is the
+// position of the first 1 in a stream of fair random bits:
+// P(Nⱼ = k) = 2⁻ᵏ, so P(Bⱼ = 1) = Σₖ 2⁻ᵏ·digitₖ(rⱼ) = rⱼ exactly. All m−1
+// indices Nⱼ are drawn first, whatever the outcome: the random bits read
+// depend on the randomness alone, never on the utilities. The digits are
+// then computed exactly by emSelect.
+func (r *Rand) expMech(u []int64, c *emRateFrac) int {
+	m := len(u)
+	if m == 1 {
 		return 0
 	}
-	umax := u[0]
-	for _, v := range u[1:] {
-		umax = max(umax, v)
+	ns := r.emNs[:0]
+	if cap(ns) < m-1 {
+		ns = make([]int, 0, m-1)
 	}
-	den, fast := mulChecked(2, epsDen, split, uint64(sens))
+	ns = ns[:m-1]
+	r.emNs = ns
+	maxN := 0
+	for j := range ns {
+		n := 1
+		for r.bit() == 0 {
+			n++
+		}
+		ns[j] = n
+		maxN = max(maxN, n)
+	}
+	// Enough precision that a digit is left undecided with probability
+	// below about 2⁻⁶⁰; doubled in the (rare) event that one is.
+	// (Rounded up to a multiple of 32, so that consecutive selections
+	// mostly share one precision, and emSelect's table.)
+	prec := (maxN + 64 + bits.Len(uint(m)) + 8 + 31) / 32 * 32
 	for {
-		i := r.Uint64n(n)
-		// u_max − uᵢ ∈ [0, 2⁶⁴−1]: exact in uint64 by wrap-around.
-		diff := uint64(umax) - uint64(u[i])
-		if diff == 0 || epsNum == 0 {
-			return int(i)
+		if i, ok := r.emSelect(u, c, ns, prec); ok {
+			return i
 		}
-		if fast {
-			hi, lo := bits.Mul64(epsNum, diff)
-			qhi, qlo, rem := divMod128(hi, lo, den)
-			if r.bernExpCount(qhi, qlo) && r.bernExpFrac(rem, den) {
-				return int(i)
-			}
-			continue
-		}
-		s := &r.big
-		s.num.SetUint64(epsNum)
-		s.tmp.SetUint64(diff)
-		s.num.Mul(&s.num, &s.tmp)
-		s.den.SetUint64(epsDen)
-		s.tmp.SetUint64(split)
-		s.den.Mul(&s.den, &s.tmp)
-		s.tmp.SetUint64(uint64(sens))
-		s.den.Mul(&s.den, &s.tmp)
-		s.den.Lsh(&s.den, 1)
-		if r.bernoulliExpBig(&s.num, &s.den) {
-			return int(i)
+		if prec *= 2; prec > maxEMPrecision {
+			// Unreachable in practice (see emSelect); failing loudly
+			// releases nothing, where looping on would hang the caller.
+			panic("noise: exponential mechanism: a digit stayed undecided at 2^20 bits")
 		}
 	}
 }

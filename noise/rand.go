@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"io"
+	"math/big"
 	"math/bits"
 )
 
@@ -26,6 +27,18 @@ type Rand struct {
 	nbit uint // unread low bits in word
 
 	big bigScratch // scratch for the rare math/big slow paths
+
+	// The exponential mechanism's scratch: its last table (see emSelect)
+	// and the mask of mulCeil.
+	emCache emTableCache
+	emWork  emWork
+	emNs    []int
+	mask    big.Int
+	maskQ   int
+
+	// Counters that tests read as deterministic proxies for running time.
+	words uint64 // 64-bit words of randomness consumed
+	emOps uint64 // fixed-point operations of the exponential mechanism
 }
 
 // NewRand returns a Rand that reads only crypto/rand.
@@ -57,6 +70,7 @@ func (r *Rand) uint64() uint64 {
 	}
 	v := binary.LittleEndian.Uint64(r.buf[r.pos:])
 	r.pos += 8
+	r.words++
 	return v
 }
 

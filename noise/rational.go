@@ -8,6 +8,13 @@ import (
 // maxDenLog2 is log₂ of the largest denominator [RationalAtLeast] returns.
 const maxDenLog2 = 20
 
+// MaxScale is the exclusive upper bound of the noise scales (a discrete
+// Laplace t, a discrete Gaussian σ²) that [RationalAtLeast] converts, and
+// so of every calibration the samplers are given: callers check
+// scale < MaxScale and refuse otherwise (a Laplace ε below Δ₁/MaxScale, a
+// Gaussian ρ below Δ₂²/(2·MaxScale)).
+const MaxScale = 0x1p64
+
 // RationalAtLeast converts a positive noise scale x (a discrete Laplace
 // scale t or a discrete Gaussian σ²) into an exact rational num/den ≥ x
 // with den a power of two, den ≤ 2²⁰, reduced to lowest terms.
@@ -21,9 +28,9 @@ const maxDenLog2 = 20
 // which keeps the samplers on their 64/128-bit fast paths). The
 // conversion is exact: x·den is computed without rounding.
 //
-// It panics unless 0 < x < 2⁶⁴ (NaN and ±Inf panic too).
+// It panics unless 0 < x < [MaxScale] (NaN and ±Inf panic too).
 func RationalAtLeast(x float64) (num, den uint64) {
-	if !(x > 0) || x >= 0x1p64 {
+	if !(x > 0) || !(x < MaxScale) {
 		panic("noise: RationalAtLeast needs 0 < x < 2^64")
 	}
 	_, e := math.Frexp(x) // x < 2^e

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/noise"
 )
 
 // Marginal workloads.
@@ -208,11 +209,12 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 }
 
 // calibratable reports whether noise for sensitivity sens under opt has a
-// representable parameter (the samplers take rationals below 2⁶⁴).
+// representable parameter: a scale below noise.MaxScale, exactly what
+// noise.RationalAtLeast, and so the samplers, take.
 func calibratable(opt Options, sens float64) bool {
 	x := sens / opt.Epsilon
 	if opt.Noise == catalog.Gaussian {
 		x = sens * sens / (2 * opt.Rho)
 	}
-	return x > 0 && x < 0x1p63
+	return x > 0 && x < noise.MaxScale
 }

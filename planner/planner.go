@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -266,8 +267,13 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 	}
 	// consider adds a candidate measured with one noise draw per row at
 	// sensitivity sens.
+	tooSmall := false // a candidate's noise scale was beyond what the samplers take
 	consider := func(name string, sens, unitErr, weighted float64, apply func(p *Plan) error) {
-		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) || !calibratable(opt, sens) {
+		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
+			return
+		}
+		if !calibratable(opt, sens) {
+			tooSmall = true
 			return
 		}
 		num, den, v := calibrate(opt, sens)
@@ -409,6 +415,9 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			_, cells := s.queryTables()
 			return nil, nil, &CellsError{Cells: cells, Limit: maxCells}
 		}
+		if tooSmall {
+			return nil, nil, ErrScale
+		}
 		return nil, nil, fmt.Errorf("planner: no strategy answers this workload")
 	}
 	if opt.Objective == ObjectiveMaxVariance {
@@ -543,10 +552,15 @@ func (o Options) validate() error {
 
 // calibrate returns the noise parameter for sensitivity sens, rounded up to
 // a rational (more noise is always safe), and one draw's exact variance.
+// A scale the samplers cannot take (see calibratable) gives num = den = 0
+// and an infinite variance, so no candidate with it is ever chosen.
 //
 // Laplace: t = Δ₁/ε gives ε-DP (discrete Laplace, Canonne–Kamath–Steinke 2020).
 // Gaussian: σ² = Δ₂²/(2ρ) gives ρ-zCDP (discrete Gaussian, same paper, Thm 14).
 func calibrate(o Options, sens float64) (num, den uint64, variance float64) {
+	if !calibratable(o, sens) {
+		return 0, 0, math.Inf(1)
+	}
 	if o.Noise == catalog.Laplace {
 		num, den = noise.RationalAtLeast(sens / o.Epsilon)
 		return num, den, noise.DiscreteLaplaceVariance(float64(num) / float64(den))
@@ -554,6 +568,11 @@ func calibrate(o Options, sens float64) (num, den uint64, variance float64) {
 	num, den = noise.RationalAtLeast(sens * sens / (2 * o.Rho))
 	return num, den, noise.DiscreteGaussianVariance(float64(num) / float64(den))
 }
+
+// ErrScale is Choose's error when every strategy would need a noise scale
+// the samplers cannot take (see calibratable and noise.MaxScale): the
+// privacy parameter is too small for the batch's sensitivities.
+var ErrScale = errors.New("planner: the privacy parameter is too small for every strategy's sensitivity")
 
 // space holds, per column, the candidate strategies and the distinct
 // factor vectors the workload uses on that column, with their error forms

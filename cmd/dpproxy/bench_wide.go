@@ -21,8 +21,8 @@ import (
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/engine"
-	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // wideDashboard is a dashboard over the 20-column fixture: GROUP BYs of
@@ -133,7 +133,7 @@ users:
 			return 0, err
 		}
 		defer l.Close()
-		h, err := exec.Open(ctx, cat, *dir)
+		h, err := sources.Open(ctx, cat, sources.Options{DataDir: *dir})
 		if err != nil {
 			return 0, err
 		}

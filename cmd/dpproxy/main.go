@@ -36,7 +36,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "audit":
 		err = audit(ctx, rest, stdout)
 	case "bench":
-		err = bench(rest, stdout)
+		if len(rest) > 0 && rest[0] == "source" {
+			err = benchSource(ctx, rest[1:], stdout)
+		} else {
+			err = bench(rest, stdout)
+		}
 	case "reload":
 		err = reloadCmd(rest, stdout)
 	case "help", "-h", "--help":
@@ -82,7 +86,9 @@ commands:
   bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100
            [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
            'bench fairness|target [--noise laplace|gaussian]': each answer against its fair share, and the ε
-           of accuracy targets; 'bench wide [--rows N]': a 20-column dashboard in marginal space
+           of accuracy targets; 'bench wide [--rows N]': a 20-column dashboard in marginal space;
+           'bench source --rows N [--start-servers] [--postgres DSN] [--mysql DSN]': histogram build
+           times against each engine's own GROUP BY, and peak memory per cell
 
 Run 'dpproxy <command> -h' for the command's flags.
 `)

@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr))
 	}
 	code := m.Run()
+	pgServer.Stop()
+	mariaServer.Stop()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -98,7 +100,13 @@ var servingLine = regexp.MustCompile(` on (\S+) \(data: `)
 // process of the command bin (from dpproxyBinary) and waits until it listens.
 func startChild(t *testing.T, bin []string, args ...string) *child {
 	t.Helper()
-	cmd := command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return startChildCmd(t, command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+}
+
+// startChildCmd starts cmd, a dpproxy serve command (possibly wrapped),
+// and waits until it listens.
+func startChildCmd(t *testing.T, cmd *exec.Cmd) *child {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "dpproxy-*.log")
 	if err != nil {
 		t.Fatal(err)

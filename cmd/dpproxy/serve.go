@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,8 +16,8 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/engine"
-	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/mysqlfront"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // commonFlags are shared by serve and audit.
@@ -106,6 +107,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	case err := <-errc:
+		// The front only returns by itself when its listener died.
+		if err == nil {
+			err = errors.New("the MySQL front stopped accepting connections")
+		}
+		log.Error("serving stopped", "err", err)
 		return err
 	case err := <-consoleDone:
 		return fmt.Errorf("web console: %w", err)
@@ -117,7 +123,7 @@ type proxy struct {
 	cat     *catalog.Catalog
 	ledger  *budget.Ledger
 	answers *answers.Store // released answers, for free repeats across restarts
-	hist    *exec.Histograms
+	hist    *sources.Set
 	live    *engine.Live // the engine; reloads swap its catalog
 	front   *mysqlfront.Server
 	tls     *tls.Config // nil: clear text only
@@ -136,7 +142,7 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		p.Close()
 		return nil, err
 	}
-	if p.hist, err = exec.Open(ctx, cat, cf.dataDir); err != nil {
+	if p.hist, err = sources.Open(ctx, cat, sources.Options{DataDir: cf.dataDir, Logger: log}); err != nil {
 		p.Close()
 		return nil, err
 	}

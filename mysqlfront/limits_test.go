@@ -1,0 +1,279 @@
+package mysqlfront
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// Tests of the limits (limits.go): connection count, handshake timeout,
+// idle sessions, accept errors.
+
+func startLimited(t *testing.T, lim catalog.Server) (*harness, *logRecorder) {
+	t.Helper()
+	rec := &logRecorder{}
+	h := startWith(t, func(c *Config) {
+		c.Catalog.Server = lim
+		c.Logger = slog.New(rec)
+	})
+	return h, rec
+}
+
+// closedWithin reports whether the server closes c (EOF or reset) within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 512)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+}
+
+func TestMaxConnectionsAndHandshakeTimeout(t *testing.T) {
+	const hsTimeout = 1500 * time.Millisecond
+	h, _ := startLimited(t, catalog.Server{MaxConnections: 4, HandshakeTimeout: hsTimeout})
+	opened := time.Now()
+
+	// Two silent sockets: connected, greeting unread, nothing sent.
+	var hold []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hold = append(hold, c)
+	}
+	// Two half-handshaken ones: greeting read, then part of a response.
+	for range 2 {
+		w, err := dialWire(h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := w.greeting(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte{60, 0, 0, 1, 0x0d, 0xa2}); err != nil { // a header promising 60 bytes, and 2 of them
+			t.Fatal(err)
+		}
+		hold = append(hold, w.Conn)
+	}
+
+	// The fifth raw connection gets 1040 in place of the greeting.
+	w, err := dialWire(h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p, err := w.read(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, state, msg := p.errCode(); p.seq != 0 || code != 1040 || state != "08004" || msg != "Too many connections" {
+		t.Fatalf("over the limit: %v", p)
+	}
+	if !closedWithin(w, time.Second) {
+		t.Fatal("refused connection left open")
+	}
+	// So does a driver, with MySQL's error.
+	err = h.analyst("").PingContext(ctx(t))
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1040 || string(me.SQLState[:]) != "08004" {
+		t.Fatalf("driver over the limit: %v", err)
+	}
+
+	// The handshake timeout frees the four places: every held socket is
+	// closed by the server, not before the timeout.
+	for i, c := range hold {
+		if !closedWithin(c, hsTimeout+3*time.Second) {
+			t.Fatalf("held socket %d still open after the handshake timeout", i)
+		}
+	}
+	if took := time.Since(opened); took < hsTimeout-100*time.Millisecond {
+		t.Fatalf("held sockets closed after %v, before the handshake timeout %v", took, hsTimeout)
+	}
+	// A normal client is answered.
+	var n int64
+	if err := h.analyst("").QueryRowContext(ctx(t), "SELECT COUNT(*) FROM adult").Scan(&n); err != nil || n != 1234 {
+		t.Fatalf("after the handshake timeout: %v %d", err, n)
+	}
+	// The driver's pool keeps one; the server closes the others on its side
+	// soon after the clients did.
+	for deadline := time.Now().Add(5 * time.Second); h.srv.open.Load() > 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections counted open", h.srv.open.Load())
+		}
+	}
+}
+
+// TestMaxConnectionsCountsSessions: authenticated sessions hold their
+// places; closing one frees it.
+func TestMaxConnectionsCountsSessions(t *testing.T) {
+	h, rec := startLimited(t, catalog.Server{MaxConnections: 2})
+	a := mustLoginWire(t, h.addr, 0)
+	b := mustLoginWire(t, h.addr, 0)
+	if _, err := loginWire(h.addr, "analyst", "analyst", 0); err == nil {
+		t.Fatal("third session admitted")
+	}
+	if !rec.contains("max_connections reached") {
+		t.Fatal("refusals not logged")
+	}
+	a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := loginWire(h.addr, "analyst", "analyst", 0)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("place not freed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v, err := b.queryValue("SELECT 1"); err != nil || v != "1" {
+		t.Fatalf("held session: %v %q", err, v)
+	}
+}
+
+func TestWaitTimeout(t *testing.T) {
+	h, _ := startLimited(t, catalog.Server{WaitTimeout: 2 * time.Second, InteractiveTimeout: 3 * time.Second})
+	for _, c := range []struct {
+		extra             uint32
+		wait, interactive string
+	}{{0, "2", "3"}, {clientInteractive, "3", "3"}} {
+		w := mustLoginWire(t, h.addr, c.extra)
+		for v, want := range map[string]string{"@@wait_timeout": c.wait, "@@session.interactive_timeout": c.interactive, "@@global.wait_timeout": "2"} {
+			if got, err := w.queryValue("SELECT " + v); err != nil || got != want {
+				t.Fatalf("interactive=%v: %s = %q, %v; want %s", c.extra != 0, v, got, err, want)
+			}
+		}
+	}
+
+	// A session idle past its wait_timeout gets 4031 and is closed;
+	// SET SESSION wait_timeout changes it.
+	w := mustLoginWire(t, h.addr, 0)
+	if ps, err := w.query("SET SESSION wait_timeout = 1"); err != nil || len(ps) != 1 || ps[0].isErr() {
+		t.Fatalf("SET: %v %v", ps, err)
+	}
+	if v, err := w.queryValue("SELECT @@wait_timeout"); err != nil || v != "1" {
+		t.Fatalf("@@wait_timeout after SET: %q %v", v, err)
+	}
+	start := time.Now()
+	p, err := w.read(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, state, msg := p.errCode()
+	if code != 4031 || state != "HY000" || p.seq != 0 {
+		t.Fatalf("idle session: %v", p)
+	}
+	if took := time.Since(start); took < 800*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("closed after %v, want about 1s (%s)", took, msg)
+	}
+	if !closedWithin(w, time.Second) {
+		t.Fatal("idle session left open")
+	}
+
+	// A session that keeps talking is not closed.
+	w = mustLoginWire(t, h.addr, 0)
+	for range 5 {
+		time.Sleep(700 * time.Millisecond)
+		if v, err := w.queryValue("SELECT 1"); err != nil || v != "1" {
+			t.Fatalf("active session: %q %v", v, err)
+		}
+	}
+}
+
+// flakyListener fails its first accepts with the errors of a process out
+// of file descriptors.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.fails > 0
+	if fail {
+		l.fails--
+	}
+	l.mu.Unlock()
+	if fail {
+		time.Sleep(time.Millisecond)
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+func TestAcceptErrorsDoNotStopTheServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: l, fails: 6} // back-off 5 ms, 10 ms, ... 160 ms
+	rec := &logRecorder{}
+	h := startWith(t, func(c *Config) { c.Listener = fl; c.Logger = slog.New(rec) })
+	var n int64
+	if err := h.analyst("").QueryRowContext(ctx(t), "SELECT COUNT(*) FROM adult").Scan(&n); err != nil || n != 1234 {
+		t.Fatalf("after accept errors: %v %d", err, n)
+	}
+	if !rec.contains("accept failed; retrying") || !rec.contains("too many open files") {
+		t.Fatalf("accept errors not logged: %v", rec.msgs)
+	}
+}
+
+// TestListenerDeathEndsStart: a listener closed under the server (not by
+// Close) makes Start return an error, so that serve exits non-zero.
+func TestListenerDeathEndsStart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Catalog: testCatalog(), Backend: newFakeBackend(), Listener: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Start() }()
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	select {
+	case err := <-errc:
+		if err == nil || !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Start: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not return")
+	}
+
+	// After Close, Start returns nil.
+	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	cfg.Listener = l2
+	srv2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { errc <- srv2.Start() }()
+	time.Sleep(50 * time.Millisecond)
+	srv2.Close()
+	if err := <-errc; err != nil {
+		t.Fatalf("Start after Close: %v", err)
+	}
+}

@@ -1,0 +1,222 @@
+package sources
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// dialect is what differs between the server engines for the pushed-down
+// histogram: quoting, parameters, exact text comparison, integer division
+// and how to find the data version. The SQL itself is built once, by
+// pushdown, from the catalog's binning methods, so every engine implements
+// the same catalog.Column.CellOf.
+type dialect interface {
+	// ident quotes one identifier.
+	ident(name string) string
+	// param is the n-th (1-based) bound parameter.
+	param(n int) string
+	// exactText is an expression whose equality with a text parameter is
+	// byte-for-byte equality of col's text (no collation, no padding).
+	exactText(col string) string
+	// floorDiv is ⌊(col − min) / width⌋ for col ≥ min: exact for integer
+	// columns, IEEE double arithmetic for floating ones.
+	floorDiv(col string, min, width int64) string
+	// defaultVersion is the query whose value changes when the data does
+	// ("" when the engine has none: cached histograms then live a TTL).
+	defaultVersion() string
+}
+
+// table quotes a possibly qualified source table, part by part:
+// "shop.orders" is "shop"."orders", never one name "shop.orders".
+func table(d dialect, sourceTable string) string {
+	schema, name := splitTable(sourceTable)
+	if schema == "" {
+		return d.ident(name)
+	}
+	return d.ident(schema) + "." + d.ident(name)
+}
+
+// number writes a catalog number as an SQL literal read as a double.
+func number(f float64) string { return strconv.FormatFloat(f, 'e', -1, 64) }
+
+// pushdown is one histogram query: every column binned in SQL by the
+// catalog's rules, rows some column drops filtered out, then one GROUP BY
+// over the cell indexes, so only domain-sized counts leave the server.
+type pushdown struct {
+	d    dialect
+	t    *catalog.Table
+	cols []*catalog.Column
+	args []any
+}
+
+// from is the row source: the table itself. This is the hook where a
+// per-table row filter or a contribution-bounding subquery goes.
+func (q *pushdown) from() string { return table(q.d, sourceTable(q.t)) }
+
+func (q *pushdown) bind(v any) string {
+	q.args = append(q.args, v)
+	return q.d.param(len(q.args))
+}
+
+// bin is the SQL of one column's internal cell index (catalog.Column.CellOf,
+// with a dropped value in the column's dropped cell, see strides).
+func (q *pushdown) bin(c *catalog.Column) string {
+	col := q.d.ident(c.Name)
+	cell := func(i int) int {
+		if i < 0 {
+			return c.Size()
+		}
+		return i
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN %d", col, cell(c.NullCell()))
+	switch c.Kind {
+	case catalog.Categorical:
+		fmt.Fprintf(&b, " ELSE CASE %s", q.d.exactText(col))
+		for i, v := range c.Values {
+			fmt.Fprintf(&b, " WHEN %s THEN %d", q.bind(v), i)
+		}
+		fmt.Fprintf(&b, " ELSE %d END END", cell(c.OtherCell()))
+	case catalog.IntegerRange:
+		fmt.Fprintf(&b, " WHEN %s < %d THEN %d WHEN %s > %d THEN %d ELSE %s END",
+			col, c.Min, cell(c.LowCell()), col, c.Max, cell(c.HighCell()), q.d.floorDiv(col, c.Min, c.Width))
+	default:
+		k := len(c.Edges) - 1
+		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s > %s THEN %d", col, number(c.Edges[0]), cell(c.LowCell()), col, number(c.Edges[k]), cell(c.HighCell()))
+		for i := 1; i < k; i++ {
+			fmt.Fprintf(&b, " WHEN %s < %s THEN %d", col, number(c.Edges[i]), i-1)
+		}
+		fmt.Fprintf(&b, " ELSE %d END", k-1)
+	}
+	return b.String()
+}
+
+// sql is SELECT b0, b1, COUNT(*) FROM (SELECT <bin c0> AS b0, … FROM t) s
+// GROUP BY b0, b1.
+func (q *pushdown) sql() string {
+	if len(q.cols) == 0 {
+		return "SELECT COUNT(*) FROM " + q.from()
+	}
+	var sel, group []string
+	for j, c := range q.cols {
+		b := fmt.Sprintf("b%d", j)
+		sel = append(sel, q.bin(c)+" AS "+b)
+		group = append(group, b)
+	}
+	return fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM %s) s GROUP BY %s",
+		strings.Join(group, ", "), strings.Join(sel, ", "), q.from(), strings.Join(group, ", "))
+}
+
+// scanCounts reads the GROUP BY's rows into counts.
+func scanCounts(rows *sql.Rows, cols []*catalog.Column, counts []float64, seen *atomic.Int64) error {
+	defer rows.Close()
+	if len(cols) == 0 {
+		var n int64
+		if rows.Next() {
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+		}
+		counts[0] = float64(n)
+		seen.Add(n)
+		return rows.Err()
+	}
+	st := strides(cols)
+	dest := make([]any, len(cols)+1)
+	cell := make([]int64, len(cols))
+	var n int64
+	for j := range cols {
+		dest[j] = &cell[j]
+	}
+	dest[len(cols)] = &n
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		idx := 0
+		for j, c := range cols {
+			if cell[j] < 0 || cell[j] > int64(c.Size()) {
+				return fmt.Errorf("cell %d out of range for column %s", cell[j], c.Name)
+			}
+			idx += int(cell[j]) * st[j]
+		}
+		counts[idx] += float64(n)
+		seen.Add(n)
+	}
+	return rows.Err()
+}
+
+// server is a PostgreSQL or MySQL source: a bounded pool of read-only
+// sessions and a dialect.
+type server struct {
+	db      *sql.DB
+	d       dialect
+	version string // the data-version query ("" for none)
+	// cancel stops a running query on the server when ctx ends (MySQL
+	// needs KILL QUERY from another session; pgx sends PostgreSQL's
+	// cancel request itself).
+	cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+}
+
+func (s *server) close() error { return s.db.Close() }
+
+func (s *server) dataVersion(ctx context.Context) (string, bool, error) {
+	if s.version == "" {
+		return "", false, nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("data version: %w", err)
+	}
+	defer conn.Close()
+	if s.cancel != nil {
+		stop, err := s.cancel(ctx, conn)
+		if err != nil {
+			return "", false, fmt.Errorf("data version: %w", err)
+		}
+		defer stop()
+	}
+	var v sql.NullString
+	err = conn.QueryRowContext(ctx, s.version).Scan(&v)
+	if err == sql.ErrNoRows || err == nil && !v.Valid {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("data version: %w", err)
+	}
+	return v.String, true, nil
+}
+
+// count runs the pushed-down GROUP BY in a read-only transaction.
+func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if s.cancel != nil {
+		stop, err := s.cancel(ctx, conn)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	q := &pushdown{d: s.d, t: t, cols: cols}
+	text := q.sql()
+	r, err := tx.QueryContext(ctx, text, q.args...)
+	if err != nil {
+		return err
+	}
+	return scanCounts(r, cols, counts, rows)
+}

@@ -1,0 +1,36 @@
+// Package sources connects to the databases that hold protected tables and
+// counts a table's rows over the product domain of some of its columns: the
+// histogram the matrix mechanism measures. It never sees a strategy or
+// releases anything; everything it returns stays inside the proxy.
+//
+// One Set holds every source of a catalog, each with its engine:
+//
+//   - sqlite.go: the embedded default (modernc.org/sqlite, read-only). The
+//     histogram is counted in Go in one pass, without sorting: straight from
+//     the table's b-tree in the file (sqlitefile.go), or, for layouts that
+//     reader leaves to SQL (WAL databases, views, WITHOUT ROWID tables), by
+//     a Go aggregate function over a plain scan.
+//   - postgres.go: PostgreSQL (github.com/jackc/pgx/v5), and what speaks its
+//     protocol (Citus and other distributed PostgreSQL).
+//   - mysql.go: MySQL and MariaDB (github.com/go-sql-driver/mysql), and what
+//     speaks their protocol (Vitess, TiDB).
+//
+// Server engines get one pushed-down GROUP BY over binned columns
+// (dialect.go builds it from the catalog's binning rules, so every engine
+// implements catalog.Column.CellOf: categorical values match by exact bytes,
+// ranges bin by ⌊(x − min) / width⌋, NULLs and out-of-domain values go where
+// the column's policy says). Sessions are read-only (PostgreSQL's
+// default_transaction_read_only, a READ ONLY transaction on both), every
+// query is cancelled when its context ends (PostgreSQL's cancel request,
+// MySQL's KILL QUERY), pools are bounded by the source's max_connections,
+// and a DSN's password never appears in a log or an error (dsn.go).
+//
+// sources.go caches histograms (cache.go: bounded in bytes, least recently
+// used first) per data version — SQLite's data_version, PostgreSQL's WAL
+// position, MariaDB's InnoDB log sequence number, or the catalog's
+// version_query; a source whose version cannot be known reuses a histogram
+// for its cache_ttl. Identical requests share one build, different ones
+// build concurrently, a cached histogram answers while others build, and a
+// histogram over some of a cached histogram's columns is summed from it in
+// memory (marginal.go).
+package sources

@@ -1,0 +1,102 @@
+package sources
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlDialect is MySQL's and MariaDB's dialect (and that of engines
+// speaking their protocol: Vitess, TiDB).
+type mysqlDialect struct{}
+
+var _ dialect = mysqlDialect{}
+
+func (mysqlDialect) ident(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
+
+func (mysqlDialect) param(int) string { return "?" }
+
+// exactText converts the column to utf8mb4 and compares it as a binary
+// string: byte equality, with no collation and no PAD SPACE (so 'Male ' is
+// not 'Male' and 'male' is not 'Male', whatever the column's collation).
+func (mysqlDialect) exactText(col string) string {
+	return "CAST(CONVERT(" + col + " USING utf8mb4) AS BINARY)"
+}
+
+// floorDiv divides by a double: '/' on integers would round to
+// div_precision_increment decimals (29999/30000 shows as 1.0000), and the
+// quotient is at most the column's number of bins, so the double is exact
+// for integer columns and IEEE for floating ones.
+func (mysqlDialect) floorDiv(col string, min, width int64) string {
+	return fmt.Sprintf("FLOOR((%s - %d) / %de0)", col, min, width)
+}
+
+// defaultVersion is InnoDB's log sequence number (MariaDB's
+// Innodb_lsn_current): every committed change to an InnoDB table moves it.
+// MySQL 8 and other engines have no such status variable: the query then
+// returns no row and cached histograms live the source's cache_ttl.
+func (mysqlDialect) defaultVersion() string {
+	return "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_LSN_CURRENT'"
+}
+
+// mysqlDefaultConnections is a MySQL source's pool size unless the catalog
+// sets max_connections.
+const mysqlDefaultConnections = 4
+
+func openMySQL(ctx context.Context, dsn string, maxConns int) (*server, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the dsn (%s)", redact(err.Error(), dsn))
+	}
+	cfg.InterpolateParams = false // categorical values travel as bound parameters
+	cfg.ParseTime = false
+	// Read-only sessions: every histogram runs in START TRANSACTION READ
+	// ONLY (see server.count). (The session variable is transaction_read_only
+	// in MySQL but tx_read_only in MariaDB before 11.1, so it is not set.)
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot use the dsn (%s)", redact(err.Error(), dsn, cfg.Passwd))
+	}
+	db := sql.OpenDB(conn)
+	if maxConns == 0 {
+		maxConns = mysqlDefaultConnections
+	}
+	// + one for data-version queries and one for KILL QUERY.
+	db.SetMaxOpenConns(maxConns + 2)
+	db.SetMaxIdleConns(maxConns + 2)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect: %s", redact(err.Error(), dsn, cfg.Passwd))
+	}
+	s := &server{db: db, d: mysqlDialect{}}
+	s.cancel = func(ctx context.Context, c *sql.Conn) (func(), error) { return killOnCancel(ctx, db, c) }
+	return s, nil
+}
+
+// killOnCancel makes a cancelled ctx stop the query running on c: the Go
+// driver only closes its socket, and the server would go on computing the
+// GROUP BY, so another session sends KILL QUERY for c's connection id.
+func killOnCancel(ctx context.Context, db *sql.DB, c *sql.Conn) (func(), error) {
+	var id int64
+	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			db.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
+		}
+	}()
+	return func() { close(done); <-finished }, nil
+}

@@ -1,0 +1,80 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// postgres is PostgreSQL's dialect (and that of engines speaking its
+// protocol: Citus, other distributed PostgreSQL).
+type postgres struct{}
+
+var _ dialect = postgres{}
+
+func (postgres) ident(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+func (postgres) param(n int) string { return "$" + strconv.Itoa(n) }
+
+// exactText compares under the "C" collation: byte order and byte
+// equality, whatever the column's or database's collation.
+func (postgres) exactText(col string) string { return "(" + col + ")::text COLLATE \"C\"" }
+
+// floorDiv: integer columns divide as integers (exact), float8 as IEEE.
+func (postgres) floorDiv(col string, min, width int64) string {
+	return fmt.Sprintf("floor((%s - %d) / %d)::bigint", col, min, width)
+}
+
+// defaultVersion is the write-ahead log position (the replay position on a
+// standby): every committed change to a logged table moves it, so a
+// histogram cached at one position is current while the position holds.
+// It also moves for writes elsewhere in the cluster, which only costs a
+// rebuild. Unlogged tables do not move it: give them a version_query or a
+// cache_ttl.
+func (postgres) defaultVersion() string {
+	return "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text"
+}
+
+// pgDefaultConnections is a PostgreSQL source's pool size unless the
+// catalog sets max_connections.
+const pgDefaultConnections = 4
+
+func openPostgres(ctx context.Context, dsn string, maxConns int) (*server, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the dsn (%s)", redact(err.Error(), dsn))
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// Every session reads only: the histogram cannot write, whatever the
+	// role may do.
+	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "dpproxy"
+	}
+	// A cancelled context sends PostgreSQL's cancel request, so the server
+	// stops the query instead of running it to the end.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 2 * time.Second}
+	}
+	db := stdlib.OpenDB(*cfg)
+	if maxConns == 0 {
+		maxConns = pgDefaultConnections
+	}
+	db.SetMaxOpenConns(maxConns + 1) // + one for data-version queries
+	db.SetMaxIdleConns(maxConns + 1)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect: %s", redact(err.Error(), dsn, cfg.Password))
+	}
+	return &server{db: db, d: postgres{}}, nil
+}
