@@ -318,6 +318,13 @@ func TestTopK(t *testing.T) {
 	if len(r.Rows) != 2 || f.entries(t)[2].Mechanism != "laplace" {
 		t.Fatalf("%+v", r)
 	}
+	// So is a selection whose k × groups exceeds maxSelectionTrials
+	// (age × hours_per_week: 7326 groups): every count is measured, then
+	// sorted and cut, in the time of a GROUP BY.
+	r = f.answer(t, s, "SELECT age, hours_per_week FROM adult GROUP BY age, hours_per_week ORDER BY COUNT(*) DESC LIMIT 500")
+	if len(r.Rows) != 500 || len(r.Columns) != 2 || f.entries(t)[3].Mechanism != "laplace" {
+		t.Fatalf("%d rows, %d columns, mechanism %q", len(r.Rows), len(r.Columns), f.entries(t)[3].Mechanism)
+	}
 }
 
 // With a large ε the exponential mechanism picks the true top 3.

@@ -28,16 +28,26 @@ func looksTopK(q *parser.Query) bool {
 	return o.Agg == parser.AggCount || o.Agg == parser.AggCountCol
 }
 
+// maxSelectionTrials bounds k × groups for a selection by the exponential
+// mechanism. Its cost is data-independent, so every round pays one exact
+// Bernoulli trial per remaining group (about a microsecond each): past this
+// bound (about 0.1 s) the query is answered as a GROUP BY instead — every
+// group's count measured at the batch's ε, then sorted and cut to k, which
+// is post-processing and just as private.
+const maxSelectionTrials = 100_000
+
 // isTopK reports whether q selects the k largest (or smallest) groups by
 // count with k smaller than the number of groups: a selection, answered by
 // the exponential mechanism. With k at least the number of groups the
-// query is an ordinary GROUP BY whose ordering is free post-processing.
+// query is an ordinary GROUP BY whose ordering is free post-processing, and
+// so it is when k × groups exceeds maxSelectionTrials.
 func isTopK(w *compile.Workload, q *compile.Query) bool {
 	if !looksTopK(q.Source) || len(q.Order) == 0 {
 		return false
 	}
 	it := q.Items[q.Order[0].Item]
-	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && *q.Source.Limit < int64(q.RowCount(w))
+	k, groups := *q.Source.Limit, int64(q.RowCount(w))
+	return it.Kind == compile.ItemAgg && it.IsCount && it.Bar == parser.BarNone && k < groups && k*groups <= maxSelectionTrials
 }
 
 // measuresValues reports whether a top-k query needs noisy values after the
