@@ -506,6 +506,9 @@ func (ev *evaluator) general(p parser.Pred) (parser.Pred, error) {
 		return nil, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'where clause'", name)
 	}
 	lit := func(l parser.Literal) (parser.Expr, error) {
+		if c.IsTime() && !l.Quoted && isNumeric(l.Text) {
+			return parser.Value{Lit: l}, nil // refused in compare: not a time
+		}
 		if !c.IsNumeric() { // text, or a time read from text
 			return parser.Value{Lit: parser.Literal{Text: l.Text, Quoted: true}}, nil
 		}

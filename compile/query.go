@@ -199,7 +199,7 @@ func (qc *queryCompiler) keys() error {
 		}
 		key := ""
 		for k, e := range qc.exprKeys {
-			v, err := qc.ev.expr(e, en)
+			v, err := qc.ev.exprOnPieces(e, en)
 			if err != nil {
 				return err
 			}

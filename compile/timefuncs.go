@@ -876,3 +876,122 @@ func strToDate(s, format string) val {
 	}
 	return timeVal(t.Unix(), tDate)
 }
+
+// A bucket such as Superset's week, DATE(DATE_SUB(ts, INTERVAL
+// DAYOFWEEK(ts) - 1 DAY)), is constant on a weekly bin although its parts
+// (DAYOFWEEK) are not: range evaluation alone refuses it. So an evaluation
+// that a time bin splits is tried again on the bin's calendar pieces — its
+// days (hours for a bin of two days or less; a date column's days are its
+// values) —, each evaluated soundly on its range; when every piece gives the
+// same value, that is the bin's value.
+
+// maxPieces bounds the pieces one bin is cut into.
+const maxPieces = 400
+
+// timePieces cuts a time column's value on a bin into calendar pieces, or
+// returns nil when it is not worth it (not a wide time, too many pieces).
+func timePieces(v val) []val {
+	if !v.isTime() || v.lo == v.hi {
+		return nil
+	}
+	step := int64(day)
+	if v.typ == tDatetime && v.hi-v.lo <= 2*day {
+		step = 3600
+	}
+	lo, hi := int64(v.lo), int64(v.hi)
+	if (hi-lo)/step+2 > maxPieces {
+		return nil
+	}
+	var out []val
+	for start := lo; start <= hi; {
+		end := min((floorDiv(start, step)+1)*step-1, hi)
+		if v.typ == tDate {
+			end = start // a date's values are days: each piece exact
+		}
+		p := v
+		p.lo, p.hi, p.mid = float64(start), float64(end), float64(start+end)/2
+		out = append(out, p)
+		if v.typ == tDate {
+			start += day
+		} else {
+			start = end + 1
+		}
+	}
+	return out
+}
+
+// splitTimeColumn names the time column whose bin makes a result wide or
+// splits a decision ("" when there is none).
+func splitTimeColumn(v val, err error, en env) string {
+	col := ""
+	switch e := err.(type) {
+	case nil:
+		if !v.wide() {
+			return ""
+		}
+		col = v.splitCol
+	case *splitError:
+		col = e.col
+	default:
+		return ""
+	}
+	if x, ok := en[col]; ok && x.isTime() {
+		return col
+	}
+	return ""
+}
+
+// exprOnPieces is expr, retried piece by piece where a time bin splits it.
+func (ev *evaluator) exprOnPieces(e parser.Expr, en env) (val, error) {
+	v, err := ev.expr(e, en)
+	col := splitTimeColumn(v, err, en)
+	if col == "" {
+		return v, err
+	}
+	pieces := timePieces(en[col])
+	if pieces == nil {
+		return v, err
+	}
+	sub := make(env, len(en))
+	for k, x := range en {
+		sub[k] = x
+	}
+	var out val
+	for i, p := range pieces {
+		sub[col] = p
+		w, err2 := ev.expr(e, sub)
+		if err2 != nil || w.wide() || i > 0 && w.key() != out.key() {
+			return v, err
+		}
+		out = w
+	}
+	out.splitCol, out.splitCell = en[col].splitCol, en[col].splitCell
+	return out, nil
+}
+
+// predOnPieces is pred, retried piece by piece where a time bin splits it.
+func (ev *evaluator) predOnPieces(p parser.Pred, en env) (tri, error) {
+	t, err := ev.pred(p, en)
+	col := splitTimeColumn(val{}, err, en)
+	if col == "" {
+		return t, err
+	}
+	pieces := timePieces(en[col])
+	if pieces == nil {
+		return t, err
+	}
+	sub := make(env, len(en))
+	for k, x := range en {
+		sub[k] = x
+	}
+	var out tri
+	for i, piece := range pieces {
+		sub[col] = piece
+		u, err2 := ev.pred(p, sub)
+		if err2 != nil || i > 0 && u != out {
+			return t, err
+		}
+		out = u
+	}
+	return out, nil
+}
