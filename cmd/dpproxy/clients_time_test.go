@@ -124,7 +124,7 @@ const grafanaFrom, grafanaTo = 1736121600, 1736726399
 // macros, Metabase's date truncations and relative filters, Superset's time
 // grains and time-range filter). Each is one DP query at ε = 1.
 func biTimeFlow() []flowStep {
-	gf := fmt.Sprintf("ts BETWEEN FROM_UNIXTIME(%d) AND FROM_UNIXTIME(%d)", grafanaFrom, grafanaTo) // $__timeFilter(ts)
+	gf := fmt.Sprintf("ts BETWEEN FROM_UNIXTIME(%d) AND FROM_UNIXTIME(%d)", grafanaFrom, grafanaTo)          // $__timeFilter(ts)
 	gfDay := fmt.Sprintf("ts BETWEEN FROM_UNIXTIME(%d) AND FROM_UNIXTIME(%d)", grafanaTo+1-86400, grafanaTo) // the last day
 	return []flowStep{
 		{Step: "bi_eps", SQL: "SET @dp_epsilon = 1", Exec: true},
