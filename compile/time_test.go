@@ -97,6 +97,10 @@ func TestTimeExpressionsMatchBruteForce(t *testing.T) {
 		{col: "ts", key: "STR_TO_DATE(DATE_FORMAT(ts, '%Y-%m-%d %H'), '%Y-%m-%d %H')", want: func(t time.Time) any { return t.Truncate(time.Hour).Format(time.DateTime) }},
 		{col: "ts", key: "STR_TO_DATE(CONCAT(YEARWEEK(ts), ' Sunday'), '%X%V %W')", want: func(t time.Time) any { return ymd(sunday(t)) }},
 		{col: "ts", key: "STR_TO_DATE(CONCAT(DATE_FORMAT(ts, '%Y-%m'), '-01'), '%Y-%m-%d')", want: func(t time.Time) any { return ymd(monthStart(t)) }},
+		{col: "ts", key: "DATE(DATE_SUB(ts, INTERVAL DAYOFYEAR(ts) - 1 DAY))", want: func(t time.Time) any { return fmt.Sprintf("%d-01-01", t.Year()) }},
+		{col: "ts", key: "DATE(DATE_SUB(ts, INTERVAL DAYOFWEEK(DATE_SUB(ts, INTERVAL 1 DAY)) - 1 DAY))", want: func(t time.Time) any {
+			return ymd(t.AddDate(0, 0, -(int(t.Weekday())+6)%7)) // Superset's Monday weeks
+		}},
 		{col: "ts", key: "MAKEDATE(YEAR(ts), 1)", want: func(t time.Time) any { return fmt.Sprintf("%d-01-01", t.Year()) }},
 		{col: "ts", key: "HOUR(ts)", want: func(t time.Time) any { return t.Hour() }},
 		{col: "ts", key: "DAYNAME(ts)", want: func(t time.Time) any { return t.Weekday().String() }},
