@@ -528,6 +528,7 @@ func TestParseRefusals(t *testing.T) {
 		{"SELECT COUNT(*) FROM adult WHERE RAND() > 0.5", CodeNotSupported, "RAND() is not a deterministic function"},
 		{"SELECT NOW(), COUNT(*) FROM adult", CodeNotSupported, "not a deterministic function"},
 		{"SELECT CURTIME(), COUNT(*) FROM adult", CodeNotSupported, "TIME values are not supported"},
+		{"SELECT FROM_UNIXTIME(1738368000) AS x, COUNT(*) FROM adult", CodeNotSupported, "only aggregates, GROUP BY keys and numeric functions"},
 		{"SELECT COUNT(*) FROM adult WHERE age > TIMEDIFF(age, 1)", CodeNotSupported, "this date function is not supported"},
 		{"SELECT COUNT(*) FROM adult WHERE DATE_ADD(age, 1) > 1", CodeNotSupported, "the second argument is an INTERVAL"},
 		{"SELECT COUNT(*) FROM adult WHERE age + INTERVAL 1 MICROSECOND > 1", CodeNotSupported, "use SECOND, MINUTE"},
