@@ -932,13 +932,10 @@ func (p *parser) timeRange(col node, f map[string]node, c *Column) bool {
 		sec, dateOnly, good := ParseTime(s)
 		switch {
 		case !good:
-			p.errorf(n.line, n.path, "must be a time in UTC such as 2025-01-01 or 2025-01-01 00:00:00 (got %q)", s)
+			p.errorf(n.line, n.path, "must be a time in UTC between the years 1000 and 9999, such as 2025-01-01 or 2025-01-01 00:00:00 (got %q)", s)
 			return 0, n, false
 		case c.DateOnly && !dateOnly:
 			p.errorf(n.line, n.path, "must be a date such as 2025-01-01 for a date column (got %q)", s)
-			return 0, n, false
-		case sec < minTime || sec > maxTime:
-			p.errorf(n.line, n.path, "must be between 1000-01-01 and 9999-12-31 (got %q)", s)
 			return 0, n, false
 		}
 		return sec, n, true

@@ -85,8 +85,9 @@ var (
 // ParseTime reads a time as SQLite's date functions and ISO 8601 write it:
 // YYYY-MM-DD, optionally followed by a space or T and HH:MM, HH:MM:SS or
 // HH:MM:SS.fff, optionally followed by Z or an offset ±HH:MM (converted to
-// UTC; without one the time is UTC). It returns Unix seconds (fractions
-// truncated toward the past) and whether the text held a date only.
+// UTC; without one the time is UTC), between the years 1000 and 9999. It
+// returns Unix seconds (fractions truncated toward the past) and whether the
+// text held a date only.
 func ParseTime(s string) (sec int64, dateOnly, ok bool) {
 	s = strings.TrimSpace(s)
 	num := func(t string) (int, bool) {
@@ -167,6 +168,9 @@ func ParseTime(s string) (sec int64, dateOnly, ok bool) {
 		return 0, false, false
 	}
 	t := time.Date(y, time.Month(mo), d, h, mi, se, 0, time.UTC).Unix() - int64(offset)
+	if t < minTime || t > maxTime {
+		return 0, false, false // MySQL's DATETIME range, years 1000 to 9999
+	}
 	return t, dateOnly, true
 }
 
