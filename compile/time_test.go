@@ -110,6 +110,26 @@ func TestTimeExpressionsMatchBruteForce(t *testing.T) {
 		}},
 		{col: "ts", key: "MINUTE(ts)", msg: "GROUP BY MINUTE(ts) is finer than the bins of ts (width 1h)"},
 		{col: "ts", key: "STR_TO_DATE(DATE_FORMAT(ts, '%Y-%m-%d %H:%i'), '%Y-%m-%d %H:%i')", msg: "finer than the bins of ts (width 1h)"},
+		{col: "d", key: "TO_DAYS(d)", want: func(t time.Time) any { return t.Unix()/day + 719528 }},
+		{col: "d", key: "FROM_DAYS(TO_DAYS(d) + 1)", want: func(t time.Time) any { return ymd(t.AddDate(0, 0, 1)) }},
+		{col: "d", key: "TIMESTAMP(d)", want: func(t time.Time) any { return t.Format(time.DateTime) }},
+		{col: "d", key: "DAYOFYEAR(d)", want: func(t time.Time) any { return t.YearDay() }},
+		{col: "d", key: "QUARTER(d)", want: func(t time.Time) any { return int(t.Month()-1)/3 + 1 }},
+		{col: "d", key: "MONTHNAME(d)", want: func(t time.Time) any { return t.Month().String() }},
+		{col: "d", key: "DAY(d) + 0", want: func(t time.Time) any { return t.Day() }},
+		{col: "d", key: "WEEKOFYEAR(d)", want: func(t time.Time) any { _, w := t.ISOWeek(); return w }},
+		{col: "d", key: "EXTRACT(YEAR FROM d)", want: func(t time.Time) any { return t.Year() }},
+		{col: "ts", key: "TO_SECONDS(ts) DIV 86400", want: func(t time.Time) any { return t.Unix()/day + 719528 }},
+		{col: "ts", key: "SECOND(ts)", msg: "GROUP BY SECOND(ts) is finer than the bins of ts (width 1h)"},
+		{col: "ts", key: "DATE_FORMAT(ts, '%Y week %U')", want: func(t time.Time) any {
+			jan1 := time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+			firstSunday := jan1.AddDate(0, 0, (7-int(jan1.Weekday()))%7)
+			w := 0
+			if !t.Before(firstSunday) {
+				w = int(t.Sub(firstSunday).Hours()/24/7) + 1
+			}
+			return fmt.Sprintf("%d week %02d", t.Year(), w)
+		}},
 		{col: "d", key: "MONTH(d)", want: func(t time.Time) any { return int(t.Month()) }},
 		{col: "d", key: "LAST_DAY(d)", want: func(t time.Time) any { return ymd(monthStart(t).AddDate(0, 1, -1)) }},
 		{col: "d", key: "WEEKDAY(d)", want: func(t time.Time) any { return (int(t.Weekday()) + 6) % 7 }},
