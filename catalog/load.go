@@ -607,11 +607,11 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // cache reads the optional "cache" section: byte bounds such as 512MiB.
 func (p *parser) cache(n node, c *Cache) {
-	f, ok := p.fields(n, "histograms", "answers", "plans")
+	f, ok := p.fields(n, "histograms", "answers", "plans", "measurements")
 	if !ok {
 		return
 	}
-	for key, dst := range map[string]*int64{"histograms": &c.Histograms, "answers": &c.Answers, "plans": &c.Plans} {
+	for key, dst := range map[string]*int64{"histograms": &c.Histograms, "answers": &c.Answers, "plans": &c.Plans, "measurements": &c.Measurements} {
 		if v, has := f[key]; has {
 			if b, ok := p.bytes(v); ok {
 				*dst = b
