@@ -500,3 +500,70 @@ func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs [
 		e.log.Warn("measurement not stored", "table", t.Name, "seq", seq, "err", err)
 	}
 }
+
+// explainKnown adds EXPLAIN's rows about stored measurements: how many
+// there are and join, whether the batch is derivable from them, what would
+// be measured at what ε, and each query's standard errors before (from the
+// stored measurements alone), asked for, and after. setCost updates the
+// explanation's cost when it differs from the session's.
+func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCost func(budget.Cost)) {
+	joined := 0
+	if d.old != nil {
+		joined = len(d.old.Used)
+	}
+	switch {
+	case d.version == "":
+		add("stored measurements", "none kept (the source cannot tell when its data changes)")
+	case joined == 0:
+		add("stored measurements", fmt.Sprintf("%d for this table and data version; none joins this batch's columns", d.stored))
+	default:
+		add("stored measurements", fmt.Sprintf("%d for this table and data version; %d join this batch's columns: %s", d.stored, joined, strings.TrimPrefix(usedText(d.old.Used), "generalised least squares over stored measurements ")))
+	}
+	sdRange := func(q int, v func(a, g int) float64) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		qu := w.Queries[q]
+		for a := range qu.Aggregates {
+			for g := 0; g < qu.Groups(w); g++ {
+				if qu.IsLive(a, g) {
+					x := math.Sqrt(v(a, g))
+					lo, hi = math.Min(lo, x), math.Max(hi, x)
+				}
+			}
+		}
+		switch {
+		case math.IsInf(lo, 1):
+			return "0 (exact)"
+		case lo == hi || hi-lo < 1e-4*hi:
+			return fmt.Sprintf("%.4g", hi)
+		}
+		return fmt.Sprintf("%.4g..%.4g", lo, hi)
+	}
+	for q := range w.Queries {
+		if d.before != nil {
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), sdRange(q, func(a, g int) float64 { return d.before.vars[q][a][g] }))
+		} else if joined > 0 {
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), "not derivable (they do not determine every answer)")
+		}
+		add(fmt.Sprintf("stderr asked query %d", q+1), sdRange(q, func(a, g int) float64 { return d.target(q, a, g) }))
+	}
+	if d.free != nil {
+		add("derivable from stored measurements", "yes: every answer meets the accuracy asked; answered free, with a zero-cost derived ledger entry")
+		add("would measure", "nothing")
+		setCost(budget.Cost{})
+		return
+	}
+	at := fmt.Sprintf("ε = %.6g", d.plan.Options.Epsilon)
+	if d.plan.Options.Noise == catalog.Gaussian {
+		at = fmt.Sprintf("ρ = %.6g", d.plan.Options.Rho)
+	}
+	if d.combine {
+		add("derivable from stored measurements", "no: some answer misses the accuracy asked")
+		add("would measure", fmt.Sprintf("%s at %s, the least that meets the accuracy combined with the stored measurements", d.plan.Name, at))
+		for q := range w.Queries {
+			add(fmt.Sprintf("stderr after query %d", q+1), sdRange(q, func(a, g int) float64 { return d.after.vars[q][a][g] }))
+		}
+		setCost(d.cost)
+		return
+	}
+	add("would measure", fmt.Sprintf("%s at %s", d.plan.Name, at))
+}

@@ -690,6 +690,32 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return nil, err
 		}
 	}
+	if selEps == 0 {
+		d, err := e.decide(ctx, s, t, w, opt, cost, plan)
+		if err != nil {
+			return nil, err
+		}
+		explainKnown(w, d, add, func(c budget.Cost) {
+			cost = c
+			for _, row := range res.Rows {
+				if row[0] == "epsilon charged if run" {
+					row[1] = fmt.Sprintf("%.6g", costEpsilon(c, t))
+				}
+			}
+		})
+		if d.free != nil {
+			for _, l := range e.limits(s.User, t) {
+				spent, err := e.ledger.Spent(ctx, l.User, l.Table)
+				if err != nil {
+					return nil, e.internal("ledger read", err)
+				}
+				add("budget "+l.Scope, fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
+			}
+			add("charged", "nothing (EXPLAIN)")
+			return res, nil
+		}
+		plan = d.plan
+	}
 	add("strategy", plan.Name)
 	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))

@@ -424,4 +424,6 @@ func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok
 }
 
 // String names the measurements used, for ledger entries and EXPLAIN.
-func (e *Estimate) String() string { return fmt.Sprintf("generalised least squares over measurements %v", e.Used) }
+func (e *Estimate) String() string {
+	return fmt.Sprintf("generalised least squares over measurements %v", e.Used)
+}
