@@ -109,6 +109,8 @@ var wholeCatalog = strings.NewReplacer(
 	"sex: {type: categorical, values: [Female, Male]}", "sex: {type: categorical, values: [Female, Male], null: cell, out_of_domain: other}",
 ).Replace(testCatalog)
 
+var wholeKnownCatalog = strings.Replace(wholeCatalog, "max_per_query: 5", "max_per_query: 100", 1)
+
 // TestSpendOnlyOnWhatIsNew: without a target, a batch that stored
 // measurements inform is measured at a smaller ε and answered from the
 // combination, at least as accurately as the plan alone at the session ε.
