@@ -293,13 +293,19 @@ func (es *estimated) measured(q int) *measured {
 	return m
 }
 
-// meets reports whether every live answer's variance is at most its
-// target's.
-func meets(w *compile.Workload, es *estimated, target func(q, a, g int) float64) bool {
+// roundingVariance is what rounding a count to an integer adds to the
+// squared error of an estimate that is not an integer itself (about 1/12
+// for an estimate spread over many units): counts combined from several
+// measurements are, a single measurement's counts are not.
+const roundingVariance = 1.0 / 12
+
+// meets reports whether every live answer's variance plus margin is at
+// most its target's.
+func meets(w *compile.Workload, es *estimated, target func(q, a, g int) float64, margin float64) bool {
 	for q, qu := range w.Queries {
 		for a := range qu.Aggregates {
 			for g, v := range es.vars[q][a] {
-				if qu.IsLive(a, g) && v > target(q, a, g)*(1+1e-9) {
+				if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
 					return false
 				}
 			}
@@ -384,7 +390,11 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 	if est, ok := g.Solve(); ok {
 		if es, ok := fromEstimate(w, est); ok {
 			d.before = es
-			if meets(w, es, d.target) {
+			margin := 0.0
+			if len(est.Used) > 1 {
+				margin = roundingVariance
+			}
+			if meets(w, es, d.target, margin) {
 				d.free, d.used = es, est
 				return d, nil
 			}
@@ -414,7 +424,13 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	d.after = full
-	if !meets(w, full, d.target) || w.Cells() > searchCells {
+	if !meets(w, full, d.target, roundingVariance) {
+		// Combined, the rounding of the counts would cost more than the
+		// stored measurements add: the new measurement answers alone.
+		d.combine, d.after = false, nil
+		return d, nil
+	}
+	if w.Cells() > searchCells {
 		return d, nil
 	}
 	// The least share f of the plan's information (its noise variance
@@ -423,7 +439,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 	lo, hi := 0.0, 1.0
 	for range 14 {
 		mid := (lo + hi) / 2
-		if es, ok := with(recs, mid); ok && meets(w, es, d.target) {
+		if es, ok := with(recs, mid); ok && meets(w, es, d.target, roundingVariance) {
 			hi = mid
 		} else {
 			lo = mid
@@ -450,7 +466,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	es2, ok := with(recs2, 1)
-	if !ok || !meets(w, es2, d.target) {
+	if !ok || !meets(w, es2, d.target, roundingVariance) {
 		return d, nil
 	}
 	d.plan, d.cost, d.after = p2, budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}, es2

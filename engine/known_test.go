@@ -118,6 +118,12 @@ func TestSpendOnlyOnWhatIsNew(t *testing.T) {
 	f := newFixtureCatalog(t, wholeCatalog)
 	s := session("analyst", map[string]any{"dp_epsilon": 1.0})
 	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	ex := fmt.Sprint(f.answer(t, s, "EXPLAIN SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex").AllRows())
+	for _, want := range []string{"derivable from stored measurements no", "the least that meets the accuracy combined with the stored measurements", "stderr after query 1"} {
+		if !strings.Contains(ex, want) {
+			t.Fatalf("EXPLAIN lacks %q:\n%s", want, ex)
+		}
+	}
 	f.answer(t, s, "SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex")
 	e := lastEntry(t, f)
 	if e.Kind != budget.KindCharge || e.Cost.Epsilon >= 0.95 || e.Cost.Epsilon < 0.5 || !strings.Contains(e.Strategy, "stored measurements 1") {
@@ -138,13 +144,20 @@ func TestSpendOnlyOnWhatIsNew(t *testing.T) {
 		t.Fatalf("by sex: %+v", e)
 	}
 	agree(t, total, bySex)
-	// EXPLAIN says so before anything is spent.
+	// EXPLAIN says so before anything is spent: age from the measurements
+	// of (age) and (age, sex) together is more accurate than age measured
+	// alone at ε = 1, so the batch is free; running it agrees.
 	vars := map[string]any{"dp_epsilon": 1.0}
-	r := f.answer(t, session("analyst", vars), "EXPLAIN SELECT sex, COUNT(*) FROM adult GROUP BY sex")
+	const q = "SELECT age, COUNT(*) FROM adult WHERE age > 20 GROUP BY age"
+	r := f.answer(t, session("analyst", vars), "EXPLAIN "+q)
 	text := fmt.Sprint(r.AllRows())
-	for _, want := range []string{"stored measurements", "would measure", "stderr after", "stderr from stored measurements"} {
+	for _, want := range []string{"stored measurements 2", "stderr from stored measurements query 1", "stderr asked query 1", "derivable from stored measurements yes", "epsilon charged if run 0"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("EXPLAIN lacks %q:\n%s", want, text)
 		}
+	}
+	f.answer(t, session("analyst", vars), q)
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("%s: %+v", q, e)
 	}
 }
