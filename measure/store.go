@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -18,6 +19,22 @@ import (
 type Store struct {
 	db       *sql.DB
 	maxBytes int64
+
+	// cache keeps decoded measurements per key, so a batch reads only the
+	// measurements stored since the last; at most maxBytes of encodings
+	// (or maxCacheBytes; past that it starts afresh). Measurements another process forgot
+	// may stay here: they remain valid measurements of that version.
+	mu     sync.Mutex
+	cache  map[string]*cached
+	cached int64
+}
+
+// maxCacheBytes bounds the decoded measurements kept in memory.
+const maxCacheBytes = 64 << 20
+
+type cached struct {
+	ms   []*Measurement
+	last int64 // the largest ID read
 }
 
 // DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
@@ -62,7 +79,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("measure: open %s: %w", path, err)
 	}
-	return &Store{db: db, maxBytes: maxBytes}, nil
+	return &Store{db: db, maxBytes: maxBytes, cache: map[string]*cached{}}, nil
 }
 
 // Close closes the file.
@@ -128,18 +145,28 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 }
 
 // Load returns the measurements of one table definition and data
-// version, oldest first.
+// version, oldest first. The measurements are shared: callers must not
+// modify them.
 func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measurement, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, body FROM measurements WHERE table_name = ? AND def = ? AND version = ? ORDER BY id", table, def, version)
+	key := table + "\x00" + def + "\x00" + version
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cache[key]
+	if c == nil {
+		c = &cached{}
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, bytes, body FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? ORDER BY id", table, def, version, c.last)
 	if err != nil {
 		return nil, fmt.Errorf("measure: load: %w", err)
 	}
 	defer rows.Close()
-	var out []*Measurement
+	var added int64
+	fresh := append([]*Measurement(nil), c.ms...)
+	last := c.last
 	for rows.Next() {
-		var id int64
+		var id, n int64
 		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
+		if err := rows.Scan(&id, &n, &body); err != nil {
 			return nil, fmt.Errorf("measure: load: %w", err)
 		}
 		m := &Measurement{}
@@ -150,12 +177,18 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 		if err := m.Check(); err != nil {
 			return nil, fmt.Errorf("measure: load %d: %w", id, err)
 		}
-		out = append(out, m)
+		fresh = append(fresh, m)
+		last, added = id, added+n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("measure: load: %w", err)
 	}
-	return out, nil
+	if s.cached+added > min(s.maxBytes, maxCacheBytes) {
+		s.cache, s.cached = map[string]*cached{}, 0
+	}
+	s.cache[key] = &cached{ms: fresh, last: last}
+	s.cached += added
+	return fresh, nil
 }
 
 // Bytes is the size of the stored measurements' encodings.

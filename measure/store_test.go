@@ -40,6 +40,13 @@ func TestStoreKeysAndPersists(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != a.ID || got[0].Answers[3] != 3 {
 		t.Fatalf("Load v1 = %+v, %v", got, err)
 	}
+	c := sample("v1", 2)
+	if err := s.Put(ctx, []*Measurement{c}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(ctx, "t", "d", "v1"); err != nil || len(got) != 2 || got[1].ID != c.ID {
+		t.Fatalf("Load after Put = %d measurements, %v", len(got), err)
+	}
 	for _, key := range [][3]string{{"t", "d", "v3"}, {"t", "other", "v1"}, {"u", "d", "v1"}} {
 		if got, err := s.Load(ctx, key[0], key[1], key[2]); err != nil || len(got) != 0 {
 			t.Fatalf("Load %v = %d measurements, %v", key, len(got), err)
