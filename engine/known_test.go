@@ -161,3 +161,35 @@ func TestSpendOnlyOnWhatIsNew(t *testing.T) {
 		t.Fatalf("%s: %+v", q, e)
 	}
 }
+
+// TestDerivedZeroNoiseEqualsTruth: with zero noise (ε = 100), answers
+// derived from direct measurements of GROUP BYs written in any column
+// order, of SUMs, and from Kronecker plans equal the truth.
+func TestDerivedZeroNoiseEqualsTruth(t *testing.T) {
+	f := newFixtureCatalog(t, knownCatalog)
+	vars := map[string]any{"dp_epsilon": 100.0}
+	s := session("analyst", vars)
+	f.answer(t, s, "SELECT sex, age, COUNT(*) FROM adult GROUP BY sex, age")
+	f.answer(t, s, "SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex")
+	f.answer(t, s, "SELECT education, COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters') OR education = 'Doctorate' GROUP BY education")
+	vars["dp_max_stderr"] = 1.0
+	for _, tc := range []struct{ dp, sql string }{
+		{"SELECT COUNT(*) FROM adult WHERE age = 30 AND sex = 'Male'", ""},
+		{"SELECT COUNT(*) FROM adult WHERE age BETWEEN 20 AND 29 AND sex = 'Female'", ""},
+		{"SELECT SUM(hours_per_week) FROM adult WHERE sex = 'Male'", "SELECT SUM(hours_per_week) FROM adult WHERE sex = 'Male' AND hours_per_week IS NOT NULL"},
+		{"SELECT COUNT(*) FROM adult WHERE education = 'Masters'", ""},
+	} {
+		n := len(f.entries(t))
+		r := f.answer(t, s, tc.dp)
+		if es := f.entries(t); len(es) != n+1 || es[n].Kind != budget.KindDerived {
+			t.Fatalf("%s: not derived: %+v", tc.dp, es[n:])
+		}
+		want := tc.sql
+		if want == "" {
+			want = tc.dp
+		}
+		if got, truth := num(t, r, 0, 0), float64(sqlCount(t, f.data, want)); got != truth {
+			t.Fatalf("%s = %g, truth %g", tc.dp, got, truth)
+		}
+	}
+}
