@@ -589,6 +589,15 @@ func postFunc(name string, a []float64) float64 {
 // first cell whose count reaches q times the total). Values outside the
 // domain (an other cell), NULL and dropped rows are not values: they are
 // left out, as MySQL's aggregates leave NULL out.
+//
+// Privacy: the prefix rows are a linear workload like any other. A row of
+// the table lies in one cell of c and so in the prefixes of that cell and
+// every cell above it: the workload's own sensitivity is up to the number
+// of value cells, which is why the planner's strategy (hierarchical,
+// optimised prefixes) and its computed sensitivity, not the rows, set the
+// noise (exec calibrates to the strategy's largest column norm). The
+// isotonic regression and the search for the quantile are
+// post-processing.
 func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	c := qc.w.Table.Column(si.Column)
 	if c == nil {

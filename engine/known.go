@@ -475,6 +475,13 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 
 // derive answers a batch from stored measurements alone: a zero-cost
 // derived ledger entry names them before anything is released.
+//
+// Privacy: every value released is a function of stored measurements
+// only (planner.GLS: a fixed linear map of their noisy answers, then
+// rounding, clamping, HAVING, ORDER BY), each of which was charged in the
+// ledger before its own release (Measurement.LedgerSeq); no histogram is
+// read. Post-processing: it costs nothing, and the derived entry records
+// the release for the audit, not for the budget.
 func (e *Engine) derive(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, d *decision, sts []*parser.Statement) ([]*Result, error) {
 	if _, err := e.ledger.Record(ctx, budget.KindDerived, budget.Charge{
 		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
