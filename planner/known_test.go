@@ -238,3 +238,54 @@ func TestGLSRefusesMismatches(t *testing.T) {
 		t.Fatal("1600 cells accepted")
 	}
 }
+
+// TestGLSMarginalisedCovarianceMatchesDense: over a's columns alone, m1
+// joins summed over b. The estimate is linear in the answers, x̂ = L·y, so
+// its covariance is L·D·Lᵀ with D the answers' noise variances: L is read
+// off column by column (the estimate of each unit answer vector) and the
+// dense product matches the structured covariance to 1e-9.
+func TestGLSMarginalisedCovarianceMatchesDense(t *testing.T) {
+	f := newKnownFixture()
+	ms := f.ms[:2]
+	var d []float64
+	for _, m := range ms {
+		m.Answers = make([]float64, m.Cells())
+		for range m.Answers {
+			d = append(d, m.Variance)
+		}
+	}
+	solve := func() *Estimate {
+		g, _ := NewGLS(f.cols[:1])
+		for _, m := range ms {
+			if !g.Add(m, 1) {
+				t.Fatalf("measurement %d did not join", m.ID)
+			}
+		}
+		est, ok := g.Solve()
+		if !ok {
+			t.Fatal("not solvable")
+		}
+		return est
+	}
+	l := mat.NewDense(3, len(d), nil)
+	k := 0
+	for _, m := range ms {
+		for i := range m.Answers {
+			m.Answers[i] = 1
+			l.SetCol(k, solve().X)
+			m.Answers[i] = 0
+			k++
+		}
+	}
+	var ld, cov mat.Dense
+	ld.Mul(l, mat.NewDiagDense(len(d), d))
+	cov.Mul(&ld, l.T())
+	est := solve()
+	for r := 0; r < 3; r++ {
+		for c := 0; c < 3; c++ {
+			if diff := math.Abs(cov.At(r, c) - est.Cov.At(r, c)); diff > 1e-9 {
+				t.Fatalf("cov[%d,%d] = %g, dense %g", r, c, est.Cov.At(r, c), cov.At(r, c))
+			}
+		}
+	}
+}
