@@ -165,6 +165,11 @@ type Table struct {
 	// refused before any histogram, plan or charge (DefaultMaxCells unless
 	// the catalog says otherwise).
 	MaxCells int64
+	// NoMeasurementReuse (reuse_measurements: false) measures every batch
+	// anew instead of answering it from the table's stored measurements:
+	// each analyst then pays for every answer they get that is not a
+	// repeat.
+	NoMeasurementReuse bool
 }
 
 // Column returns the named column (case-insensitive), or nil.

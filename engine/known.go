@@ -359,7 +359,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return plan.Variance(q, a, group[:len(qu.GroupCols)])
 	}
 	v, ok := e.hist.(dataVersioner)
-	if e.measures == nil || !ok {
+	if e.measures == nil || !ok || t.NoMeasurementReuse {
 		return d, nil
 	}
 	version, known, err := v.DataVersion(ctx, t)
@@ -536,7 +536,7 @@ func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCo
 	}
 	switch {
 	case d.version == "":
-		add("stored measurements", "none kept (the source cannot tell when its data changes)")
+		add("stored measurements", "none kept (reuse_measurements: false, or the source cannot tell when its data changes)")
 	case joined == 0:
 		add("stored measurements", fmt.Sprintf("%d for this table and data version; none joins this batch's columns", d.stored))
 	default:
