@@ -509,6 +509,10 @@ func usedText(ids []int64) string {
 	return "generalised least squares over stored measurements " + strings.Join(parts, ", ")
 }
 
+// maxStoredAnswers bounds the answers of one stored measurement: larger
+// ones (a Kronecker plan over a large product domain) are not kept.
+const maxStoredAnswers = 1 << 16
+
 // keep stores what a batch measured, stamped with the charge that paid
 // for it. Storing is best effort: the answers are released either way.
 func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs []*measure.Measurement, seq int64) {
@@ -516,10 +520,15 @@ func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs [
 		return
 	}
 	def := tableDef(t)
+	var keep []*measure.Measurement
 	for _, r := range recs {
+		if r.Cells() > maxStoredAnswers {
+			continue
+		}
 		r.Table, r.Def, r.Version, r.LedgerSeq = t.Name, def, d.version, seq
+		keep = append(keep, r)
 	}
-	if err := e.measures.Put(ctx, recs); err != nil {
+	if err := e.measures.Put(ctx, keep); err != nil {
 		e.log.Warn("measurement not stored", "table", t.Name, "seq", seq, "err", err)
 	}
 }

@@ -193,3 +193,20 @@ func TestDerivedZeroNoiseEqualsTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestReuseMeasurementsOff: with reuse_measurements: false every batch that
+// is not a repeat is measured and charged.
+func TestReuseMeasurementsOff(t *testing.T) {
+	f := newFixtureCatalog(t, strings.Replace(knownCatalog, "    noise: laplace\n", "    noise: laplace\n    reuse_measurements: false\n", 1))
+	s := session("analyst", map[string]any{"dp_epsilon": 1.0, "dp_max_stderr": 100.0})
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40")
+	for _, e := range f.entries(t) {
+		if e.Kind != budget.KindCharge {
+			t.Fatalf("entry %+v", e)
+		}
+	}
+	if n := len(f.entries(t)); n != 2 {
+		t.Fatalf("%d entries", n)
+	}
+}
