@@ -210,3 +210,36 @@ func TestReuseMeasurementsOff(t *testing.T) {
 		t.Fatalf("%d entries", n)
 	}
 }
+
+// TestDerivedRepeatIsStoredAnswer: a derived answer is stored like any
+// other: its repeat is the same answer, with a reuse entry, even after a
+// new measurement has refined the estimate.
+func TestDerivedRepeatIsStoredAnswer(t *testing.T) {
+	f := newFixtureCatalog(t, testCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	vars["dp_max_stderr"] = 10.0
+	const q = "SELECT COUNT(*), DP_CI_LOW(COUNT(*)) FROM adult WHERE age BETWEEN 30 AND 40"
+	first := fmt.Sprint(f.answer(t, s, q).AllRows())
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("first: %+v", e)
+	}
+	delete(vars, "dp_max_stderr")
+	vars["dp_epsilon"] = 2.0
+	f.answer(t, s, "SELECT age, COUNT(*) AS n FROM adult WHERE age >= 30 GROUP BY age")
+	if e := lastEntry(t, f); e.Kind != budget.KindCharge {
+		t.Fatalf("another measurement of age: %+v", e)
+	}
+	vars["dp_epsilon"], vars["dp_max_stderr"] = 1.0, 10.0
+	if again := fmt.Sprint(f.answer(t, s, "select count(*), dp_ci_low(count(*))  from adult where age between 30 and 40").AllRows()); again != first {
+		t.Fatalf("repeat %s, first %s", again, first)
+	}
+	if err := f.ledger.FlushReuses(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	es := f.entries(t)
+	if e := es[len(es)-1]; e.Kind != budget.KindReuse {
+		t.Fatalf("repeat: %+v", e)
+	}
+}
