@@ -20,6 +20,7 @@ func FuzzCompile(f *testing.F) {
 		"SELECT LEFT(edu, 1) AS e, COUNT(*) FROM t GROUP BY e ORDER BY COUNT(*) DESC LIMIT 1",
 		"SELECT COUNT(*) FROM t WHERE NULLIF(age, 20) IS NULL XOR COALESCE(pay, 0) < 10",
 		"SELECT age DIV 5 AS d FROM t GROUP BY d",
+		"SELECT sex, DP_MEDIAN(age), DP_QUANTILE(hours, 0.9) AS p FROM t WHERE age > 20 GROUP BY sex HAVING p > 10 ORDER BY p",
 	} {
 		f.Add(seed)
 	}
