@@ -192,9 +192,14 @@ func (qc *queryCompiler) keys() error {
 	byKey := map[string]int{}
 	var member []int // tuple → group, -1 for none
 	tuple := make([]val, len(qc.exprKeys))
+	// Only the tuples the WHERE admits make groups: a group the WHERE
+	// excludes by construction is not returned, so it neither counts
+	// towards maxGroups nor needs an indicator (a Grafana time filter
+	// around an hourly bucket over a year of bins admits one week's).
+	admitted := countPerGroup(qc.base, qc.w.Sizes(), cols)
 	ntuples, err := qc.enumerate(cols, what, func(i int, en env, dropped bool) error {
 		member = append(member, -1)
-		if dropped {
+		if dropped || admitted[i] < 0.5 {
 			return nil
 		}
 		key := ""
@@ -235,12 +240,16 @@ func (qc *queryCompiler) keys() error {
 	if groups := float64(q.Groups(qc.w)) * float64(len(qc.groupVals)); groups > float64(limit) {
 		return parser.Errorf(parser.CodeDPRefused, "the GROUP BY keys have %.0f groups over the declared domain, more than the cell limit of table %s (max_cells %d); group by fewer or coarser keys", groups, qc.w.Table.Name, limit)
 	}
+	members := make([][]int, len(qc.groupVals))
+	for i, m := range member {
+		if m >= 0 {
+			members[m] = append(members[m], i)
+		}
+	}
 	for g := range qc.groupVals {
 		ind := make([]float64, ntuples)
-		for i, m := range member {
-			if m == g {
-				ind[i] = 1
-			}
+		for _, i := range members[g] {
+			ind[i] = 1
 		}
 		l, err := qc.toLinear(cols, ind)
 		if err != nil {

@@ -139,7 +139,13 @@ func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time
 		if pl.columns[key] == e {
 			// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
 			n := int64(e.opt.n)
-			pl.charge("c"+key, 3*8*n*n+8*n+256)
+			if e.opt.classOf != nil { // A, A⁺ and an n × r factor
+				m, _ := e.opt.cs.A.Dims()
+				_, r := e.opt.cs.gramFactor.Dims()
+				pl.charge("c"+key, 8*(2*int64(m)*n+n*int64(r)+2*n)+256)
+			} else {
+				pl.charge("c"+key, 3*8*n*n+8*n+256)
+			}
 		}
 		pl.mu.Unlock()
 	}
@@ -214,6 +220,23 @@ func planBytes(p *Plan) int64 {
 }
 
 func runOptimiser(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+	if lr, ok := g.(*LowRankGram); ok && lr.Size > compressAbove {
+		if classOf, r := gramClasses(lr); r < lr.Size {
+			o, info, err := runOptimiser(reduceGram(lr, classOf, r), fam, deadline)
+			if err != nil || o == nil {
+				return nil, info, err
+			}
+			cs, err := o.strategy()
+			if err != nil {
+				return nil, info, err
+			}
+			x, err := expandOpt(cs, classOf, r)
+			if x == nil || err != nil {
+				return nil, info, err
+			}
+			return x, info, nil
+		}
+	}
 	start := time.Now()
 	if fam == catalog.Gaussian {
 		r, err := optimizeGauss(g, deadline)

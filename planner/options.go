@@ -23,6 +23,9 @@ type colOpt struct {
 	diag []float64
 	// build materialises the strategy (nil when cs is set).
 	build func() (*ColumnStrategy, error)
+	// classOf, when set, is the cell partition of a compressed strategy
+	// (compress.go): its error forms hold for class-constant vectors only.
+	classOf []int
 
 	once sync.Once
 	cs   *ColumnStrategy

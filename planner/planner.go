@@ -367,7 +367,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 					if err != nil {
 						return nil, nil, err
 					}
-					if o == nil {
+					if o == nil || o.classOf != nil && !constantOnClasses(s.cols[j].vecs, o.classOf, o.cs.gramFactor.RawMatrix().Cols) {
 						continue
 					}
 					idx := s.addOption(j, o)
@@ -601,6 +601,7 @@ type columnSpace struct {
 	n       int
 	vecs    [][]float64 // distinct factors (nil = ones)
 	full    [][]float64 // the same with nil expanded
+	support [][]int     // the indexes where each full vector is non-zero
 	options []*colOpt
 	bil     [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
 	diag    [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
@@ -648,6 +649,7 @@ func newSpace(w *compile.Workload) *space {
 				v = ones(cs.n)
 			}
 			cs.full = append(cs.full, v)
+			cs.support = append(cs.support, nonZeros(v))
 		}
 		for _, o := range columnOptions(cs.n, s.columnWorkload(j)) {
 			s.addOption(j, o)
@@ -671,16 +673,29 @@ func (s *space) addOption(j int, o *colOpt) int {
 	for u := 0; u < k; u++ {
 		b[u], d[u] = make([]float64, k), make([]float64, k)
 	}
+	// The factors of time buckets and expression groups are sparse (an
+	// hour, a day of a year of hourly bins): every sum runs over a
+	// vector's support, so a column of k factors costs k products with
+	// (AᵀA)⁻¹ plus k·Σ|support| instead of k²·n.
+	ug := make([]float64, cs.n) // u∘diag(G), zero outside u's support
 	for u := 0; u < k; u++ {
-		o.mul(h, cs.full[u])
+		fu := cs.full[u]
+		o.mul(h, fu)
+		for _, i := range cs.support[u] {
+			ug[i] = fu[i] * o.diag[i]
+		}
 		for v := 0; v < k; v++ {
-			b[v][u] = dot(cs.full[v], h)
-			x := 0.0
-			fu, fv := cs.full[u], cs.full[v]
-			for i, g := range o.diag {
-				x += fu[i] * fv[i] * g
+			fv := cs.full[v]
+			bx, dx := 0.0, 0.0
+			for _, i := range cs.support[v] {
+				bx += fv[i] * h[i]
+				dx += fv[i] * ug[i]
 			}
-			d[u][v] = x
+			b[v][u] = bx
+			d[u][v] = dx
+		}
+		for _, i := range cs.support[u] {
+			ug[i] = 0
 		}
 	}
 	// Symmetrise the bilinear forms (uᵀGv = vᵀGu in exact arithmetic).
@@ -1406,4 +1421,15 @@ func gcd(a, b float64) float64 {
 		a, b = b, math.Mod(a, b)
 	}
 	return a
+}
+
+// nonZeros lists the indexes where v is non-zero.
+func nonZeros(v []float64) []int {
+	var out []int
+	for i, x := range v {
+		if x != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
 }
