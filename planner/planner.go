@@ -613,15 +613,14 @@ func newSpace(w *compile.Workload) *space {
 	for j := range w.Columns {
 		s.cols = append(s.cols, &columnSpace{n: sizes[j]})
 	}
+	seen := make([]vecSet, len(w.Columns))
 	vecIndex := func(j int, f compile.Factor) int {
 		cs := s.cols[j]
-		for i, v := range cs.vecs {
-			if (v == nil) == (f == nil) && (v == nil || slices.Equal(v, f)) {
-				return i
-			}
+		i, added := seen[j].index(cs.vecs, f)
+		if added {
+			cs.vecs = append(cs.vecs, f)
 		}
-		cs.vecs = append(cs.vecs, f)
-		return len(cs.vecs) - 1
+		return i
 	}
 	for _, q := range w.Queries {
 		var qi [][][]int
@@ -718,13 +717,11 @@ func (s *space) columnWorkload(j int) [][]float64 {
 	n := s.cols[j].n
 	var rows [][]float64
 	cellNeeded := make([]bool, n)
+	var seen vecSet
 	add := func(v []float64) {
-		for _, r := range rows {
-			if slices.Equal(r, v) {
-				return
-			}
+		if _, added := seen.index(rows, v); added {
+			rows = append(rows, v)
 		}
-		rows = append(rows, v)
 	}
 	for q, qu := range s.w.Queries {
 		grouped := s.grouped[q][j]
@@ -1432,4 +1429,33 @@ func nonZeros(v []float64) []int {
 		}
 	}
 	return out
+}
+
+// vecSet finds a vector among the distinct ones listed so far by hash, so
+// that k vectors of length n are deduplicated in O(k·n), not O(k²·n).
+type vecSet struct {
+	byHash map[uint64][]int
+}
+
+// index returns v's index in list (nil is its own vector), or len(list)
+// and true when v is new; the caller then appends it.
+func (s *vecSet) index(list [][]float64, v []float64) (int, bool) {
+	if s.byHash == nil {
+		s.byHash = map[uint64][]int{}
+	}
+	h := uint64(1469598103934665603)
+	if v == nil {
+		h = 0
+	}
+	for _, x := range v {
+		h = (h ^ math.Float64bits(x+0)) * 1099511628211 // x+0: −0 hashes as 0, as it compares
+	}
+	for _, i := range s.byHash[h] {
+		u := list[i]
+		if (u == nil) == (v == nil) && (u == nil || slices.Equal(u, v)) {
+			return i, false
+		}
+	}
+	s.byHash[h] = append(s.byHash[h], len(list))
+	return len(list), true
 }
