@@ -101,7 +101,6 @@ func hierOpt(n, b int) *colOpt {
 	type node struct {
 		lo, hi   int
 		children []int
-		zhat     []float64 // concat(M_c⁻¹1) over [lo, hi)
 		tau      float64   // Σ_c σ_c
 		sigma    float64   // 1ᵀM_I⁻¹1
 		z        []float64 // M_I⁻¹1
@@ -143,7 +142,7 @@ func hierOpt(n, b int) *colOpt {
 			diag[lo+i] -= v * v / (1 + tau)
 		}
 		nd := &nodes[id]
-		nd.children, nd.zhat, nd.tau, nd.sigma, nd.z = ch, zhat, tau, tau/(1+tau), z
+		nd.children, nd.tau, nd.sigma, nd.z = ch, tau, tau/(1+tau), z
 		return id
 	}
 	if n > 0 {
@@ -153,30 +152,52 @@ func hierOpt(n, b int) *colOpt {
 	for _, d := range depth {
 		l1 = math.Max(l1, float64(d))
 	}
-	var solve func(id int, v, out []float64)
-	solve = func(id int, v, out []float64) {
-		nd := &nodes[id]
-		if nd.children == nil {
-			out[0] = v[0]
-			return
-		}
-		for _, c := range nd.children {
-			cn := &nodes[c]
-			solve(c, v[cn.lo-nd.lo:cn.hi-nd.lo], out[cn.lo-nd.lo:cn.hi-nd.lo])
-		}
-		sum := 0.0
-		for _, x := range out {
-			sum += x
-		}
-		k := sum / (1 + nd.tau)
-		for i, zh := range nd.zhat {
-			out[i] -= zh * k
-		}
-	}
+	// A product is two passes over the tree, O(nodes) = O(n) instead of
+	// the O(n·depth) of applying M_I⁻¹ recursively. Unrolled, the
+	// recursion gives out = v − Σ_I k_I·ẑ_I with k_I = (1ᵀ of I's range
+	// after its children's corrections)/(1+τ_I); since ẑ_I restricted to a
+	// child c is z_c = ẑ_c/(1+τ_c) (1 at a leaf), the corrections
+	// accumulate downwards as a_c = k_c + a_I/(1+τ_c). Bottom-up, the sum
+	// of I's range after its own correction is S_I − k_I·τ_I (1ᵀẑ_I = τ_I).
+	// Node ids are in preorder: a parent's id is below its children's.
 	o := &colOpt{name: fmt.Sprintf("H%d", b), n: n, l1: l1, l2: math.Sqrt(l1), diag: diag}
 	o.mul = func(dst, v []float64) {
-		if n > 0 {
-			solve(0, v, dst)
+		if n == 0 {
+			return
+		}
+		after := make([]float64, len(nodes)) // range sum after own correction
+		k := make([]float64, len(nodes))
+		for id := len(nodes) - 1; id >= 0; id-- {
+			nd := &nodes[id]
+			if nd.children == nil {
+				after[id] = v[nd.lo]
+				continue
+			}
+			sum := 0.0
+			for _, c := range nd.children {
+				sum += after[c]
+			}
+			k[id] = sum / (1 + nd.tau)
+			after[id] = sum - k[id]*nd.tau
+		}
+		if nodes[0].children == nil {
+			dst[0] = v[0]
+			return
+		}
+		acc := k // acc[id] = a_id, overwritten top-down (a parent first)
+		for id := range nodes {
+			nd := &nodes[id]
+			if nd.children == nil {
+				continue
+			}
+			for _, c := range nd.children {
+				cn := &nodes[c]
+				if cn.children == nil {
+					dst[cn.lo] = v[cn.lo] - acc[id]
+				} else {
+					acc[c] = k[c] + acc[id]/(1+cn.tau)
+				}
+			}
 		}
 	}
 	o.build = func() (*ColumnStrategy, error) { return Hierarchical(n, b) }
