@@ -300,3 +300,51 @@ func FuzzStrToDate(f *testing.F) {
 		}
 	})
 }
+
+// The group limit counts the groups the WHERE admits: Grafana's hourly
+// bucket over a year of hourly bins (8,760 groups over the domain) with a
+// one-week time filter has 168, and compiles; without the filter it is
+// refused. The admitted groups' counts match a brute force over the hours.
+func TestGroupLimitCountsAdmittedGroups(t *testing.T) {
+	y := `database: d
+sources:
+  s: {driver: sqlite, path: x.sqlite}
+tables:
+  t:
+    budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    columns:
+      ts: {type: datetime, min: '2025-01-01 00:00:00', max: '2025-12-31 23:59:59', width: 1h}
+`
+	cat, err := catalog.Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	protected := func(_, table string) bool { return table == "t" }
+	compileSQL := func(sql string) (*Workload, error) {
+		sts, err := parser.ParseAt(sql, protected, nil, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Compile(cat.Tables[0], []*parser.Statement{&sts[0]})
+	}
+	const bucket = "SELECT UNIX_TIMESTAMP(ts) DIV 3600 * 3600 AS time, COUNT(*) FROM t "
+	w, err := compileSQL(bucket + "WHERE ts BETWEEN '2025-12-01 00:00:00' AND '2025-12-07 23:59:59' GROUP BY 1 ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := w.Queries[0]
+	if n := q.RowCount(w); n != 168 {
+		t.Fatalf("%d rows, want 168", n)
+	}
+	first := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC).Unix()
+	if got := q.Label(w, q.Items[0], 0); got != first {
+		t.Errorf("first label %#v, want %d", got, first)
+	}
+	if got := q.Label(w, q.Items[0], 167); got != first+167*3600 {
+		t.Errorf("last label %#v, want %d", got, first+167*3600)
+	}
+	_, err = compileSQL(bucket + "GROUP BY 1")
+	if err == nil || !strings.Contains(err.Error(), "more than 4096 groups") {
+		t.Fatalf("unfiltered: %v, want the group limit", err)
+	}
+}

@@ -487,7 +487,8 @@ func traceFactor(g Gram, c *mat.Dense) float64 {
 	col := make([]float64, n)
 	gc := make([]float64, n)
 	s := 0.0
-	for j := 0; j < n; j++ {
+	_, k := c.Dims() // n, or the class count of a compressed strategy
+	for j := 0; j < k; j++ {
 		mat.Col(col, j, c)
 		g.MulVec(gc, col)
 		s += dot(col, gc)
