@@ -161,12 +161,18 @@ func hierOpt(n, b int) *colOpt {
 	// of I's range after its own correction is S_I − k_I·τ_I (1ᵀẑ_I = τ_I).
 	// Node ids are in preorder: a parent's id is below its children's.
 	o := &colOpt{name: fmt.Sprintf("H%d", b), n: n, l1: l1, l2: math.Sqrt(l1), diag: diag}
+	scratch := sync.Pool{New: func() any { return new([]float64) }}
 	o.mul = func(dst, v []float64) {
 		if n == 0 {
 			return
 		}
-		after := make([]float64, len(nodes)) // range sum after own correction
-		k := make([]float64, len(nodes))
+		buf := scratch.Get().(*[]float64)
+		defer scratch.Put(buf)
+		if cap(*buf) < 2*len(nodes) {
+			*buf = make([]float64, 2*len(nodes))
+		}
+		after := (*buf)[:len(nodes)] // range sum after own correction
+		k := (*buf)[len(nodes) : 2*len(nodes)]
 		for id := len(nodes) - 1; id >= 0; id-- {
 			nd := &nodes[id]
 			if nd.children == nil {
