@@ -94,7 +94,8 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 		return fmt.Errorf("measure: put: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
-	for _, m := range ms {
+	sizes := make([]int64, len(ms)) // each stored encoding's bytes
+	for i, m := range ms {
 		if err := m.Check(); err != nil {
 			return err
 		}
@@ -109,6 +110,7 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 		if int64(len(body)) > s.maxBytes {
 			continue
 		}
+		sizes[i] = int64(len(body))
 		res, err := tx.ExecContext(ctx, "INSERT INTO measurements (table_name, def, version, ledger_seq, bytes, body) VALUES (?, ?, ?, ?, ?, ?)",
 			m.Table, m.Def, m.Version, m.LedgerSeq, len(body), body)
 		if err != nil {
@@ -141,7 +143,52 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("measure: put: %w", err)
 	}
+	s.remember(ctx, ms, sizes)
 	return nil
+}
+
+// remember adds what Put stored to the cache of Load, so that a long
+// column's measurement (thousands of cells per factor row) is not decoded
+// back from JSON by the next request. It adds a measurement only when the
+// cache holds every earlier one of its table definition and version (no
+// other writer put one in between); otherwise Load reads it as before.
+// The cache keeps a copy: the caller may go on using its measurement.
+func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range ms {
+		if m.ID == 0 {
+			continue
+		}
+		key := m.Table + "\x00" + m.Def + "\x00" + m.Version
+		c := s.cache[key]
+		if c == nil || m.ID <= c.last {
+			continue
+		}
+		var between int
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? AND id < ?",
+			m.Table, m.Def, m.Version, c.last, m.ID).Scan(&between)
+		if err != nil || between != 0 || s.cached+sizes[i] > min(s.maxBytes, maxCacheBytes) {
+			continue
+		}
+		s.cache[key] = &cached{ms: append(append([]*Measurement(nil), c.ms...), m.clone()), last: m.ID}
+		s.cached += sizes[i]
+	}
+}
+
+// clone is a deep copy of m.
+func (m *Measurement) clone() *Measurement {
+	out := *m
+	out.Columns = append([]Column(nil), m.Columns...)
+	out.Factors = make([][]float64, len(m.Factors))
+	for j, f := range m.Factors {
+		if f != nil {
+			out.Factors[j] = append([]float64(nil), f...)
+		}
+	}
+	out.Rows = append([]int(nil), m.Rows...)
+	out.Answers = append([]float64(nil), m.Answers...)
+	return &out
 }
 
 // Load returns the measurements of one table definition and data

@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -87,5 +88,60 @@ func TestStoreBoundedInBytes(t *testing.T) {
 	bad.Answers = bad.Answers[:2]
 	if err := s.Put(ctx, []*Measurement{bad}); err == nil {
 		t.Fatal("malformed measurement stored")
+	}
+}
+
+// A measurement Put after a Load is remembered by the cache as a copy
+// equal to what decoding it gives; one put by another Store in between
+// is not skipped (the cache then reads both from the file).
+func TestStorePutRemembers(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.sqlite")
+	s, err := Open(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Load(ctx, "t", "d", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a := sample("v1", 3)
+	if err := s.Put(ctx, []*Measurement{a}); err != nil {
+		t.Fatal(err)
+	}
+	a.Answers[0] = 99 // the caller's copy, not the cache's
+	got, err := s.Load(ctx, "t", "d", "v1")
+	if err != nil || len(got) != 1 || got[0].ID != a.ID || got[0].Answers[0] != 0 {
+		t.Fatalf("Load after Put = %+v, %v", got, err)
+	}
+	other, err := Open(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	b, c := sample("v1", 2), sample("v1", 1)
+	if err := other.Put(ctx, []*Measurement{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, []*Measurement{c}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Load(ctx, "t", "d", "v1")
+	if err != nil || len(got) != 3 || got[1].ID != b.ID || got[2].ID != c.ID {
+		t.Fatalf("Load after two writers = %d measurements, %v", len(got), err)
+	}
+	fresh, err := Open(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	want, err := fresh.Load(ctx, "t", "d", "v1")
+	if err != nil || len(want) != 3 {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("measurement %d: cached %+v, decoded %+v", i, got[i], want[i])
+		}
 	}
 }
