@@ -171,6 +171,8 @@ func (ev *evaluator) expr(e parser.Expr, en env) (val, error) {
 			return nullVal, nil
 		}
 		return ev.expr(e.Else, en)
+	case parser.Lookup:
+		return ev.lookup(e, en)
 	case parser.Cond:
 		t, err := ev.pred(e.P, en)
 		if err != nil {

@@ -49,6 +49,8 @@ type Engine struct {
 	// dashboard query, or the accuracy target's search over ε, plans in
 	// microseconds after the first time.
 	planner *planner.Planner
+	// public are the catalog's public tables as the parser joins them.
+	public map[string]*parser.PublicTable
 }
 
 // New returns an Engine.
@@ -59,7 +61,50 @@ func New(cfg Config) *Engine {
 	}
 	pl := planner.New()
 	pl.MaxBytes = cfg.Catalog.Cache.PlanBytes()
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl,
+		public: parserPublicTables(cfg.Catalog)}
+}
+
+// parserPublicTables converts the catalog's public tables for the parser.
+func parserPublicTables(cat *catalog.Catalog) map[string]*parser.PublicTable {
+	out := map[string]*parser.PublicTable{}
+	for _, t := range cat.PublicTables {
+		pt := &parser.PublicTable{Name: t.Name}
+		for _, c := range t.Columns {
+			pt.Columns = append(pt.Columns, c.Name)
+			pt.Text = append(pt.Text, c.Type == catalog.PublicText)
+		}
+		for _, r := range t.Rows {
+			row := make([]parser.Value, len(r))
+			for i, v := range r {
+				if v.Null {
+					row[i] = parser.Value{Null: true}
+				} else {
+					row[i] = parser.Value{Lit: parser.Literal{Text: v.Text, Quoted: pt.Text[i]}}
+				}
+			}
+			pt.Rows = append(pt.Rows, row)
+		}
+		out[t.Name] = pt
+	}
+	return out
+}
+
+// env is what the parser needs to know of the catalog.
+func (e *Engine) env() parser.Env {
+	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable}
+}
+
+func (e *Engine) isPrivate(table, column string) bool {
+	t := e.cat.Table(table)
+	return t != nil && t.IsPrivate(column)
+}
+
+func (e *Engine) publicTable(schema, table string) *parser.PublicTable {
+	if schema != "" && !strings.EqualFold(schema, e.cat.Database) {
+		return nil
+	}
+	return e.public[strings.ToLower(table)]
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -80,7 +125,7 @@ func (e *Engine) hasColumn(table, column string) bool {
 // Intercepts reports whether stmt references a protected table, so that the
 // engine (not the schema-only database) must answer or refuse it.
 func (e *Engine) Intercepts(stmt string) bool {
-	sts, err := parser.ParseWithColumns(stmt, e.protected, e.hasColumn)
+	sts, err := parser.ParseEnv(stmt, e.env())
 	if err != nil {
 		return true // a refusal about a protected table: the engine reports it
 	}
@@ -98,7 +143,7 @@ func (e *Engine) Intercepts(stmt string) bool {
 func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Result, error) {
 	var parsed []*parser.Statement
 	for _, text := range stmts {
-		sts, err := parser.ParseWithColumns(text, e.protected, e.hasColumn)
+		sts, err := parser.ParseEnv(text, e.env())
 		if err != nil {
 			return nil, err
 		}

@@ -156,18 +156,7 @@ func Parse(sql string, protected Protected) ([]Statement, error) {
 // MySQL's message (`Unknown column 'c' in 'field list'`), before any
 // refusal. A nil columns checks qualifiers only, like Parse.
 func ParseWithColumns(sql string, protected Protected, columns Columns) ([]Statement, error) {
-	if protected == nil {
-		protected = func(string, string) bool { return false }
-	}
-	var out []Statement
-	for _, p := range split(sql) {
-		st, err := parseOne(p, protected, columns)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return ParseEnv(sql, Env{Protected: protected, Columns: columns})
 }
 
 // vitessParse parses one statement, turning a parser panic into an error.
@@ -180,13 +169,13 @@ func vitessParse(text string) (tree sqlparser.Statement, err error) {
 	return sqlparser.Parse(text)
 }
 
-func parseOne(p piece, protected Protected, columns Columns) (Statement, error) {
+func parseOneEnv(p piece, env Env) (Statement, error) {
 	if inner, analyze, ok := explainTarget(p); ok {
 		// EXPLAIN [ANALYZE] [FORMAT=...] SELECT ...: the inner select is
 		// parsed on its own, so that vitess (which rejects FORMAT=JSON and
 		// loses the written select expressions under EXPLAIN) sees plain
 		// SELECT text.
-		st, err := parseOne(inner, protected, columns)
+		st, err := parseOneEnv(inner, env)
 		if err != nil {
 			return Statement{}, err
 		}
@@ -204,18 +193,18 @@ func parseOne(p piece, protected Protected, columns Columns) (Statement, error) 
 	if err != nil {
 		if inner, ok := unwrapParens(p); ok {
 			// vitess rejects a parenthesised top-level SELECT; MySQL does not.
-			st, err2 := parseOne(inner, protected, columns)
+			st, err2 := parseOneEnv(inner, env)
 			if e, ok := err2.(*Error); err2 == nil || (ok && e.Code != CodeParseError) {
 				st.Text = p.text
 				return st, err2
 			}
 		}
-		if mentionsProtected(p.toks, protected) {
+		if mentionsProtected(p.toks, env.Protected) {
 			return Statement{}, syntaxError(p, err)
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: protected, columns: columns}
+	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public}
 	kind, q, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -348,7 +337,9 @@ func syntaxError(p piece, err error) *Error {
 type classifier struct {
 	text      string
 	protected Protected
-	columns   Columns // nil: existence of columns is not checked
+	columns   Columns        // nil: existence of columns is not checked
+	private   PrivateColumns // nil: no private columns
+	public    PublicTables   // nil: no public tables
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {
@@ -396,7 +387,7 @@ func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query,
 		return KindPassthrough, nil, nil
 	case *sqlparser.Prepare:
 		if !strings.HasPrefix(s.Expr, "@") {
-			sts, err := ParseWithColumns(s.Expr, c.protected, c.columns)
+			sts, err := ParseEnv(s.Expr, Env{Protected: c.protected, Columns: c.columns, Private: c.private, Public: c.public})
 			if err != nil {
 				return 0, nil, err
 			}
