@@ -617,6 +617,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
 	}
 	add("columns", strings.Join(dom, " × "))
+	explainJoins(sts, add)
 	// What each query's groups are, and which queries are known from the
 	// declared domain without a measurement.
 	queries := func() {
@@ -835,4 +836,19 @@ func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
 		out[i] = nt
 	}
 	return out, sub, true
+}
+
+// explainJoins says, for each query joined to public tables, what each
+// join does to the domain and why it leaves the sensitivity alone.
+func explainJoins(sts []*parser.Statement, add func(k, v string)) {
+	for q, st := range sts {
+		for _, j := range st.Query.Joins {
+			what := "every cell kept; the public columns are NULL on cells whose key matches no row"
+			if !j.Left {
+				what = "keeps the cells whose key matches a row"
+			}
+			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s; each of its columns is a function of %s's cells; the key matches at most one row on every cell, so a protected row joins at most once and the sensitivity is that of the query without the join",
+				j.SQL(compile.ExprSQL(j.Match.Key)), what, compile.ExprSQL(j.Match.Key)))
+		}
+	}
 }
