@@ -63,7 +63,7 @@ func Generate(ctx context.Context, path string, rows int) error {
 	if err != nil || ok {
 		return err
 	}
-	return build(ctx, path, rows, seed)
+	return build(ctx, path, rows, EventsPerRow*rows, seed)
 }
 
 // upToDate reports whether path is a demo database with the wanted content,
@@ -140,7 +140,8 @@ func insertAdult(n int) string {
 	return b.String()
 }
 
-func build(ctx context.Context, path string, rows int, seed uint64) (err error) {
+// build writes the demo database: rows adult rows and events events rows.
+func build(ctx context.Context, path string, rows, events int, seed uint64) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -165,7 +166,7 @@ func build(ctx context.Context, path string, rows int, seed uint64) (err error) 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if err := fill(ctx, db, rows, seed); err != nil {
+	if err := fill(ctx, db, rows, events, seed); err != nil {
 		db.Close()
 		return fmt.Errorf("demo: generating %s: %w", path, err)
 	}
@@ -197,7 +198,7 @@ func syncFile(name string) error {
 	return f.Close()
 }
 
-func fill(ctx context.Context, db *sql.DB, rows int, seed uint64) error {
+func fill(ctx context.Context, db *sql.DB, rows, events int, seed uint64) error {
 	db.SetMaxOpenConns(1)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -245,7 +246,7 @@ func fill(ctx context.Context, db *sql.DB, rows int, seed uint64) error {
 		}
 		done += n
 	}
-	if err := fillEvents(ctx, tx, EventsPerRow*rows, seed); err != nil {
+	if err := fillEvents(ctx, tx, events, seed); err != nil {
 		return err
 	}
 	return tx.Commit()

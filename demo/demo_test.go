@@ -134,7 +134,10 @@ func TestDeterministic(t *testing.T) {
 func TestFast(t *testing.T) {
 	sharedDB(t)
 	t.Logf("generated %d rows in %v", DefaultRows, shared.took)
-	if !raceEnabled && shared.took > 2*time.Second {
+	// A loose bound against a regression that would make the first start
+	// of `dpproxy serve` slow (adult and 4× as many events; about 1 s on
+	// an idle machine, BenchmarkGenerate measures it).
+	if !raceEnabled && shared.took > 5*time.Second {
 		t.Errorf("generating %d rows took %v", DefaultRows, shared.took)
 	}
 }

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -108,6 +110,7 @@ var (
 )
 
 type event struct {
+	seq      int // position in generation order
 	user     int64
 	at       int64 // seconds since EventsStart
 	country  int
@@ -133,7 +136,7 @@ func events(r *rng, n int) []event {
 			if at < 0 || r.below(10) < 3 {
 				at = int64(dayWeights.draw(r))*86400 + int64(hourTable.draw(r))*3600 + int64(r.below(3600))
 			}
-			e := event{user: user, at: at, country: country, device: device, page: pageTable.draw(r)}
+			e := event{seq: len(out), user: user, at: at, country: country, device: device, page: pageTable.draw(r)}
 			if r.below(10) == 0 {
 				e.device = deviceTable.draw(r)
 			}
@@ -152,7 +155,14 @@ func events(r *rng, n int) []event {
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].at < out[j].at })
+	// By time, ties in generation order: a total order, so the result does
+	// not depend on the sort algorithm.
+	slices.SortFunc(out, func(a, b event) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 	return out
 }
 

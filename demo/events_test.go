@@ -1,6 +1,9 @@
 package demo
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -68,5 +71,24 @@ func TestEvents(t *testing.T) {
 	}
 	if evening < 5*night || sat*100 < tue*115 {
 		t.Errorf("cycles: %d events at 20h vs %d at 4h, %d on Saturdays vs %d on Tuesdays", evening, night, sat, tue)
+	}
+}
+
+// BenchmarkGenerate times the demo database that `dpproxy serve` writes on
+// first start (adult and events), against adult alone, its size before the
+// events table: go test ./demo -run '^$' -bench Generate.
+func BenchmarkGenerate(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		events int
+	}{{"adult", 0}, {"adult+events", EventsPerRow * DefaultRows}} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			for i := 0; b.Loop(); i++ {
+				if err := build(context.Background(), filepath.Join(dir, fmt.Sprintf("d%d.sqlite", i)), DefaultRows, bc.events, seed); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

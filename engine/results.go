@@ -843,12 +843,13 @@ func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
 func explainJoins(sts []*parser.Statement, add func(k, v string)) {
 	for q, st := range sts {
 		for _, j := range st.Query.Joins {
-			what := "every cell kept; the public columns are NULL on cells whose key matches no row"
-			if !j.Left {
-				what = "keeps the cells whose key matches a row"
+			key := compile.ExprSQL(j.Match.Key)
+			what := "cells whose key matches no row are dropped"
+			if j.Left {
+				what = "every cell kept, its columns NULL where the key matches no row"
 			}
-			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s; each of its columns is a function of %s's cells; the key matches at most one row on every cell, so a protected row joins at most once and the sensitivity is that of the query without the join",
-				j.SQL(compile.ExprSQL(j.Match.Key)), what, compile.ExprSQL(j.Match.Key)))
+			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s.* are functions of %s (%s); the key is unique on every cell, so a row joins at most once: sensitivity as without the join",
+				j.SQL(key), j.Match.Alias, key, what))
 		}
 	}
 }
