@@ -90,3 +90,26 @@ func TestJoinPublicTable(t *testing.T) {
 		refusal(t, err, parser.CodeDPRefused, tc.msg)
 	}
 }
+
+// A reload keeps the public tables loaded at start-up and says so when the
+// new catalog declares others; a source's rows (not loaded in the new
+// catalog) are not a difference.
+func TestReloadKeepsPublicTables(t *testing.T) {
+	cur := catalog.Demo()
+	next := catalog.Demo()
+	if _, ignored := mergeBudgets(cur, next); len(ignored) != 0 {
+		t.Fatalf("same catalog: ignored %v", ignored)
+	}
+	next.PublicTables[0].Rows = next.PublicTables[0].Rows[1:]
+	merged, ignored := mergeBudgets(cur, next)
+	if len(ignored) != 1 || ignored[0] != "public tables" || len(merged.PublicTables[0].Rows) != 20 {
+		t.Fatalf("ignored %v, %d rows", ignored, len(merged.PublicTables[0].Rows))
+	}
+	src := &catalog.PublicTable{Name: "s", Source: "main", SourceTable: "s", Columns: []catalog.PublicColumn{{Name: "a", Type: catalog.PublicText}},
+		Rows: [][]catalog.PublicValue{{{Text: "x"}}}}
+	loaded, fresh := *src, *src
+	fresh.Rows = nil
+	if !samePublicTables([]*catalog.PublicTable{&loaded}, []*catalog.PublicTable{&fresh}) {
+		t.Error("a source's rows count as a difference")
+	}
+}
