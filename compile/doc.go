@@ -21,6 +21,9 @@
 //   - eval.go, value.go, funcs.go, collate.go: the evaluator of
 //     expressions on cells (ranges of a bin's values, MySQL's types,
 //     functions and collation).
+//   - join.go: columns of public tables reached through a join
+//     (parser.Lookup), and the check that a join key matches at most one
+//     public row on every cell, so that a join never multiplies a row.
 //   - dense.go: evaluating over the cells of a few columns, and writing the
 //     table back as Kronecker terms.
 //   - linear.go: structured linear queries; sqltext.go: SQL text for

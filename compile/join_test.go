@@ -194,6 +194,17 @@ func TestJoinsMatchBruteForce(t *testing.T) {
 			return "<nil>"
 		}},
 		{sql: "SELECT COUNT(*) FROM t JOIN dupfar x ON t.edu = x.edu", weight: func(r cellRow) float64 { return one(r.edu == "Masters") }},
+		{sql: "SELECT d.field AS f, COUNT(*) FROM t JOIN dims d ON t.edu = d.edu GROUP BY f HAVING f <> 'arts' ORDER BY f", group: func(r cellRow) string {
+			if f, _, ok := dimsOf(r.edu); ok && f != "arts" {
+				return f
+			}
+			return "-"
+		}},
+		{sql: "SELECT COUNT(*) FROM t JOIN dims d ON t.edu = d.edu JOIN decades a ON t.age = a.age WHERE a.decade = 'teens' OR d.years = 21", weight: func(r cellRow) float64 {
+			_, y, ok1 := dimsOf(r.edu)
+			dec, ok2 := decadeOf(r.age)
+			return one(ok1 && ok2 && (dec == "teens" || y == 21))
+		}},
 	}
 	env := joinEnv()
 	for _, tc := range cases {

@@ -76,6 +76,14 @@ func TestJoinPublicTable(t *testing.T) {
 		t.Error("EXPLAIN charged")
 	}
 
+	// LIMIT 0 over a join: the empty result with its columns, free; a
+	// top-k over a join's groups by the exponential mechanism.
+	if r := f.answer(t, s, "SELECT d.region, COUNT(*) FROM events e JOIN countries d ON e.country = d.code GROUP BY d.region LIMIT 0"); len(r.Rows) != 0 || len(r.Columns) != 2 || r.Columns[0].Name != "region" {
+		t.Errorf("LIMIT 0: %+v", r)
+	}
+	if r := f.answer(t, s, "SELECT d.name, COUNT(*) AS n FROM events e JOIN countries d ON e.country = d.code WHERE d.region = 'Europe' GROUP BY d.name ORDER BY n DESC LIMIT 2"); len(r.Rows) != 2 {
+		t.Errorf("top-k: %+v", r)
+	}
 	// Public tables are not intercepted: the schema database serves them.
 	if f.eng.Intercepts("SELECT * FROM countries") || !f.eng.Intercepts("SELECT COUNT(*) FROM events JOIN countries ON country = code") {
 		t.Error("interception of public tables")

@@ -121,8 +121,9 @@ type Columns func(table, column string) bool
 // reads without GROUP BY, constants selected row by row, a column or
 // expression that is not a GROUP BY key), single-row statistics (MIN, MAX,
 // ANY_VALUE, GROUP_CONCAT, JSON_ARRAYAGG, JSON_OBJECTAGG, BIT_AND/OR/XOR),
-// joins, subqueries, derived tables, CTEs, UNION/INTERSECT/EXCEPT or more
-// than one table when a protected table is involved, SELECT ... INTO, a
+// joins other than to public tables on a domain column (see ParseEnv),
+// private columns, subqueries, derived tables, CTEs, UNION/INTERSECT/EXCEPT
+// when a protected table is involved, SELECT ... INTO, a
 // WHERE or HAVING on a domain list, HAVING on a column that is not a key,
 // and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD, DDL) on a
 // protected table (read-only).
