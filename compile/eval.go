@@ -54,6 +54,9 @@ type evaluator struct {
 	t        *catalog.Table
 	co       *collation
 	literals map[parser.Literal]val // literals read once per compilation
+	// joinKeys indexes each join's public keys (by the Lookup's first
+	// key), built on first use (join.go).
+	joinKeys map[*parser.Value]*keyIndex
 }
 
 func newEvaluator(t *catalog.Table) *evaluator {

@@ -35,8 +35,13 @@ func (ev *evaluator) lookup(l parser.Lookup, en env) (val, error) {
 	case vOther:
 		return val{kind: vOther}, nil
 	}
+	idx, err := ev.keyIndex(l, en)
+	if err != nil {
+		return val{}, err
+	}
 	match := -1
-	for i, key := range l.Keys {
+	for _, i := range idx.candidates(ev, k) {
+		key := l.Keys[i]
 		if key.Null {
 			continue
 		}
@@ -120,4 +125,63 @@ func checkJoins(t *catalog.Table, joins []parser.Join) error {
 		}
 	}
 	return nil
+}
+
+// keyIndex finds the public rows a key value may equal without comparing
+// it with every row, so that a join to a large public table over a large
+// domain costs a lookup per cell: string keys by their text folded as the
+// collation folds it (two strings are equal exactly when their folds are),
+// exact numeric keys by value. A value of another kind (a bin's range, a
+// string against numeric keys) is compared with every row.
+type keyIndex struct {
+	all  []int             // every row
+	text map[string][]int  // when every non-NULL key is a string
+	num  map[float64][]int // when every non-NULL key is an exact number
+}
+
+func (ev *evaluator) keyIndex(l parser.Lookup, en env) (*keyIndex, error) {
+	if len(l.Keys) == 0 {
+		return &keyIndex{}, nil
+	}
+	if idx, ok := ev.joinKeys[&l.Keys[0]]; ok {
+		return idx, nil
+	}
+	idx := &keyIndex{all: make([]int, len(l.Keys)), text: map[string][]int{}, num: map[float64][]int{}}
+	for i, key := range l.Keys {
+		idx.all[i] = i
+		if key.Null {
+			continue
+		}
+		kv, err := ev.expr(key, en)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case kv.kind == vStr && idx.text != nil:
+			f := ev.co.fold(kv.str)
+			idx.text[f] = append(idx.text[f], i)
+			idx.num = nil
+		case kv.exact() && idx.num != nil:
+			idx.num[kv.lo] = append(idx.num[kv.lo], i)
+			idx.text = nil
+		default:
+			idx.text, idx.num = nil, nil
+		}
+	}
+	if ev.joinKeys == nil {
+		ev.joinKeys = map[*parser.Value]*keyIndex{}
+	}
+	ev.joinKeys[&l.Keys[0]] = idx
+	return idx, nil
+}
+
+// candidates are the rows whose key may equal k (in row order).
+func (idx *keyIndex) candidates(ev *evaluator, k val) []int {
+	switch {
+	case k.kind == vStr && idx.text != nil:
+		return idx.text[ev.co.fold(k.str)]
+	case k.exact() && idx.num != nil:
+		return idx.num[k.lo]
+	}
+	return idx.all
 }

@@ -145,12 +145,20 @@ type joined struct {
 	left    bool
 	key     Expr // the protected side of ON; nil until the ON clause is resolved
 	keyCol  int
+	keys    []Value // the key column's values, shared by the join's Lookups
 }
 
 func (j *joined) lookup(col int) Lookup {
-	l := Lookup{Key: j.key, Table: j.table.Name, Alias: j.qual, KeyColumn: j.table.Columns[j.keyCol]}
+	if j.keys == nil {
+		// One slice for every Lookup of the join, so compile/ indexes
+		// the keys once.
+		j.keys = make([]Value, len(j.table.Rows))
+		for i, r := range j.table.Rows {
+			j.keys[i] = r[j.keyCol]
+		}
+	}
+	l := Lookup{Key: j.key, Table: j.table.Name, Alias: j.qual, KeyColumn: j.table.Columns[j.keyCol], Keys: j.keys}
 	for _, r := range j.table.Rows {
-		l.Keys = append(l.Keys, r[j.keyCol])
 		if col >= 0 {
 			l.Values = append(l.Values, r[col])
 		}
