@@ -298,7 +298,6 @@ func (b *selectBuilder) resolveJoins(steps []joinStep) error {
 			if keyErr != nil {
 				return keyErr
 			}
-			keySide = j.qual + "." + col
 		case len(s.cond.Using) > 1:
 			return Errorf(CodeDPRefused, "USING with several columns is not supported: %s", onHelp)
 		default:
@@ -340,7 +339,6 @@ func (b *selectBuilder) resolveJoins(steps []joinStep) error {
 			return err
 		}
 		j.key = b.joinExpr(otherSide)
-		_ = keySide
 	}
 	return nil
 }
@@ -391,7 +389,7 @@ func (b *selectBuilder) joinColumn(c *sqlparser.ColName, clause string) (name st
 			hits = append(hits, j.qual+"."+col)
 		}
 	}
-	inProtected := b.c.columns != nil && b.c.columns(strings.ToLower(b.table.Name.String()), col)
+	inProtected := (b.c.columns != nil && b.c.columns(strings.ToLower(b.table.Name.String()), col)) || b.isPrivate(col)
 	switch {
 	case len(hits) == 0:
 		return "", false, nil
