@@ -22,8 +22,8 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d events, %d users, at most %d per user, %d zero amounts", n, users, maxPer, zero)
-	if n != EventsPerRow*DefaultRows {
-		t.Errorf("%d events, want %d", n, EventsPerRow*DefaultRows)
+	if n != int64(sharedEvents) {
+		t.Errorf("%d events, want %d", n, sharedEvents)
 	}
 	if mean := float64(n) / float64(users); mean < 3 || mean > 8 || maxPer < 200 {
 		t.Errorf("events per user: mean %.1f, max %d; want a heavy tail (mean 3-8, max ≥ 200)", mean, maxPer)
