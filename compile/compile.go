@@ -257,6 +257,7 @@ const (
 	ItemExpr                     // post-processing over other items (Expr)
 	ItemConst                    // a constant (Const)
 	ItemVariance                 // VAR_POP/VAR_SAMP/STDDEV... from COUNT (Den), SUM (Agg) and SUM of squares (Sq)
+	ItemQuantile                 // DP_QUANTILE/DP_MEDIAN from the noisy CDF: the counts Prefix[k] of values up to Values[k]
 )
 
 // LabelType is the SQL type of a group label column.
@@ -320,6 +321,12 @@ type Item struct {
 	Const any
 	// Arg describes the aggregate's argument for EXPLAIN ("" for COUNT(*)).
 	Arg string
+	// An ItemQuantile's CDF: Prefix[k] is the base aggregate counting the
+	// rows whose value is at most Values[k] (a cell's value: its
+	// midpoint), Values increasing; Quantile is q.
+	Prefix   []int
+	Values   []float64
+	Quantile float64
 }
 
 // Compile turns parsed aggregate queries over one table into a workload.

@@ -22,6 +22,7 @@ func FuzzCompile(f *testing.F) {
 		"SELECT age DIV 5 AS d FROM t GROUP BY d",
 		"SELECT f.faculty, SUM(d.years) FROM t JOIN dims d ON t.edu = d.edu LEFT JOIN fields f ON d.field = f.name WHERE d.field LIKE 's%' GROUP BY 1",
 		"SELECT COUNT(*) FROM t LEFT JOIN dupci x ON t.edu = x.edu JOIN decades a USING (age)",
+		"SELECT sex, DP_MEDIAN(age), DP_QUANTILE(hours, 0.9) AS p FROM t WHERE age > 20 GROUP BY sex HAVING p > 10 ORDER BY p",
 	} {
 		f.Add(seed)
 	}
