@@ -24,6 +24,10 @@
 //   - join.go: columns of public tables reached through a join
 //     (parser.Lookup), and the check that a join key matches at most one
 //     public row on every cell, so that a join never multiplies a row.
+//   - timefuncs.go: dates and times (Unix seconds typed DATE or
+//     DATETIME, in UTC), MySQL's date functions, and the evaluation of a
+//     time bin piece by piece (its days or hours) when ranges alone cannot
+//     decide.
 //   - dense.go: evaluating over the cells of a few columns, and writing the
 //     table back as Kronecker terms.
 //   - linear.go: structured linear queries; sqltext.go: SQL text for

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
@@ -106,8 +107,11 @@ func parserPublicTables(cat *catalog.Catalog) map[string]*parser.PublicTable {
 }
 
 // env is what the parser needs to know of the catalog.
-func (e *Engine) env() parser.Env {
-	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable}
+func (e *Engine) env() parser.Env { return e.envAt(time.Time{}) }
+
+// envAt is env with the request's time (NOW() is one time per request).
+func (e *Engine) envAt(now time.Time) parser.Env {
+	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Now: now}
 }
 
 func (e *Engine) isPrivate(table, column string) bool {
@@ -157,8 +161,9 @@ func (e *Engine) Intercepts(stmt string) bool {
 // one measurement, one ledger charge.
 func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Result, error) {
 	var parsed []*parser.Statement
+	now := time.Now() // NOW() is one time for the whole request
 	for _, text := range stmts {
-		sts, err := parser.ParseEnv(text, e.env())
+		sts, err := parser.ParseEnv(text, e.envAt(now))
 		if err != nil {
 			return nil, err
 		}

@@ -84,6 +84,10 @@ func TestJoinPublicTable(t *testing.T) {
 	if r := f.answer(t, s, "SELECT d.name, COUNT(*) AS n FROM events e JOIN countries d ON e.country = d.code WHERE d.region = 'Europe' GROUP BY d.name ORDER BY n DESC LIMIT 2"); len(r.Rows) != 2 {
 		t.Errorf("top-k: %+v", r)
 	}
+	// The demo's time column with a join: a month per row for one region.
+	if r := f.answer(t, s, "SELECT DATE_FORMAT(e.ts, '%Y-%m') AS month, COUNT(*) AS n FROM events e JOIN countries d ON e.country = d.code WHERE d.region = 'Africa' GROUP BY month ORDER BY month"); len(r.Rows) != 12 || fmt.Sprint(r.Rows[0][0]) != "2025-01" {
+		t.Errorf("months: %d rows, first %v", len(r.Rows), r.Rows)
+	}
 	// Public tables are not intercepted: the schema database serves them.
 	if f.eng.Intercepts("SELECT * FROM countries") || !f.eng.Intercepts("SELECT COUNT(*) FROM events JOIN countries ON country = code") {
 		t.Error("interception of public tables")

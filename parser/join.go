@@ -2,6 +2,7 @@ package parser
 
 import (
 	"strings"
+	"time"
 
 	"github.com/dolthub/vitess/go/vt/sqlparser"
 )
@@ -36,6 +37,8 @@ type Env struct {
 	Columns   Columns
 	Private   PrivateColumns
 	Public    PublicTables
+	// Now is the request's time (see ParseAt); the zero time is time.Now().
+	Now time.Time
 }
 
 // ParseEnv is Parse with everything the catalog declares: the columns of
@@ -75,6 +78,10 @@ func ParseEnv(sql string, env Env) ([]Statement, error) {
 	if env.Protected == nil {
 		env.Protected = func(string, string) bool { return false }
 	}
+	if env.Now.IsZero() {
+		env.Now = time.Now()
+	}
+	env.Now = env.Now.UTC().Truncate(time.Second)
 	var out []Statement
 	for _, p := range split(sql) {
 		st, err := parseOneEnv(p, env)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dolthub/vitess/go/vt/sqlparser"
@@ -128,10 +129,20 @@ type Columns func(table, column string) bool
 // and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD, DDL) on a
 // protected table (read-only).
 //
+// Time: NOW(), CURRENT_TIMESTAMP, SYSDATE(), UTC_TIMESTAMP() (with or
+// without fractional digits) are TIMESTAMP('<the request's time>'),
+// CURDATE(), CURRENT_DATE, UTC_DATE() are DATE('<its day>') and
+// UNIX_TIMESTAMP() its Unix seconds, one time per request (ParseAt), in
+// UTC. x ± INTERVAL n unit, DATE_ADD, DATE_SUB, ADDDATE, SUBDATE and
+// TIMESTAMPADD are Call{"date_add", x, ±n, 'unit'}; EXTRACT(unit FROM x)
+// is Call{"extract", 'unit', x}; TIMESTAMPDIFF(unit, a, b) is
+// Call{"timestampdiff", 'unit', a, b}; CAST(x AS DATE) is DATE(x) and
+// CAST(x AS DATETIME) TIMESTAMP(x).
+//
 // CodeNotSupported (1235) when the request is a legitimate aggregate query
 // but uses SQL outside dpproxy's subset: non-deterministic functions
-// (RAND(), NOW(), ...), date and time functions, functions outside the
-// supported list, COLLATE, bit operators, placeholders, hex/bit literals,
+// (RAND(), UUID(), ...), TIME values (CURTIME(), TIMEDIFF), functions
+// outside the supported list, COLLATE, bit operators, placeholders, hex/bit literals,
 // row constructors, nested aggregates, COUNT(DISTINCT c), GROUP BY a
 // constant or an aggregate, LIMIT with a non-zero offset, window
 // functions, EXPLAIN ANALYZE, PREPARE over a protected table.
@@ -158,6 +169,15 @@ func Parse(sql string, protected Protected) ([]Statement, error) {
 // refusal. A nil columns checks qualifiers only, like Parse.
 func ParseWithColumns(sql string, protected Protected, columns Columns) ([]Statement, error) {
 	return ParseEnv(sql, Env{Protected: protected, Columns: columns})
+}
+
+// ParseAt is ParseWithColumns with the request's time: NOW(),
+// CURRENT_TIMESTAMP, CURDATE() and their kind are that one time (UTC,
+// truncated to the second) in every statement of sql, written into the IR
+// as a constant (TIMESTAMP('2025-01-01 10:00:00'), DATE('2025-01-01')), so
+// that a query's meaning, and whatever is cached under it, is fixed.
+func ParseAt(sql string, protected Protected, columns Columns, now time.Time) ([]Statement, error) {
+	return ParseEnv(sql, Env{Protected: protected, Columns: columns, Now: now})
 }
 
 // vitessParse parses one statement, turning a parser panic into an error.
@@ -205,7 +225,7 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public}
+	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public, now: env.Now}
 	kind, q, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -341,6 +361,7 @@ type classifier struct {
 	columns   Columns        // nil: existence of columns is not checked
 	private   PrivateColumns // nil: no private columns
 	public    PublicTables   // nil: no public tables
+	now       time.Time      // the request's time, UTC, whole seconds
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {
@@ -388,7 +409,7 @@ func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query,
 		return KindPassthrough, nil, nil
 	case *sqlparser.Prepare:
 		if !strings.HasPrefix(s.Expr, "@") {
-			sts, err := ParseEnv(s.Expr, Env{Protected: c.protected, Columns: c.columns, Private: c.private, Public: c.public})
+			sts, err := ParseEnv(s.Expr, Env{Protected: c.protected, Columns: c.columns, Private: c.private, Public: c.public, Now: c.now})
 			if err != nil {
 				return 0, nil, err
 			}
