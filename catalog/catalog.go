@@ -158,6 +158,15 @@ type Table struct {
 	// refused before any histogram, plan or charge (DefaultMaxCells unless
 	// the catalog says otherwise).
 	MaxCells int64
+	// Unit is the table's privacy unit with its contribution bounds; nil
+	// means each row is its own unit (row-level privacy).
+	Unit *PrivacyUnit
+}
+
+// IsUnitColumn reports whether name (case-insensitive) is t's privacy unit
+// column.
+func (t *Table) IsUnitColumn(name string) bool {
+	return t.Unit != nil && strings.EqualFold(t.Unit.Column, name)
 }
 
 // Column returns the named column (case-insensitive), or nil.
