@@ -28,8 +28,9 @@ import (
 //	‖B v‖₂ ≤ Σᵢ vᵢ ‖B eᵢ‖₂ ≤ c · max ‖column‖₂ = c·Δ₂
 //
 // (the triangle inequality over the at most c unit columns v is a sum
-// of), and both are attained when one column of largest norm receives all
-// c rows, so c·Δ is exact as a bound over all histograms. Laplace noise
+// of). Both are attained when a column of largest norm may receive all c
+// rows (no per-cell bound r below c), or c rows spread over columns of
+// largest norm for L1, so c·Δ₁ is exact, and c·Δ₂ is exact without r. Laplace noise
 // of scale c·Δ₁/ε is ε-DP per unit, Gaussian noise of variance
 // (c·Δ₂)²/(2ρ) ρ-zCDP per unit. The planner therefore plans and
 // calibrates every strategy at the row-level parameters ε/c and ρ/c²
