@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -481,6 +482,28 @@ func formatCells(x float64) string {
 	return strconv.FormatFloat(x, 'e', 3, 64)
 }
 
+// UnitColumnError refuses a query that selects, groups by, filters on or
+// otherwise reads t's privacy unit column.
+func UnitColumnError(t *catalog.Table) error {
+	return parser.Errorf(parser.CodeDPRefused, "column %s is the privacy unit of table %s: it is never selected, grouped by or filtered on, and no value of it leaves the proxy; count rows with COUNT(*) over domain columns (each %s contributes at most %d rows)",
+		t.Unit.Column, t.Name, t.Unit.Column, t.Unit.MaxRows)
+}
+
+// CheckUnit refuses q (3900) when it reads t's privacy unit column
+// anywhere, whatever else it asks; nil otherwise (other names are judged
+// later, by Compile).
+func CheckUnit(t *catalog.Table, q *parser.Query) error {
+	if t.Unit == nil || q == nil {
+		return nil
+	}
+	_, err := references(t, q)
+	var pe *parser.Error
+	if errors.As(err, &pe) && pe.Code == parser.CodeDPRefused {
+		return err
+	}
+	return nil
+}
+
 // references lists the columns a query reads (1054 for unknown ones).
 func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 	out := map[string]bool{}
@@ -488,6 +511,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		for _, name := range names {
 			if name == "" || name == "*" {
 				continue
+			}
+			if t.IsUnitColumn(name) {
+				return UnitColumnError(t)
 			}
 			c := t.Column(name)
 			if c == nil {
