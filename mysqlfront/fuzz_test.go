@@ -205,25 +205,6 @@ func (t teeHandler) WithGroup(g string) slog.Handler {
 	return teeHandler{t.a.WithGroup(g), t.b.WithGroup(g)}
 }
 
-// knownPanics are panics of the DP pipeline (recovered by the interceptor
-// into 3902) that issue 10 assigns elsewhere; the wire fuzzers report them
-// without failing. Remove an entry once its fix is merged.
-var knownPanics = map[string]string{
-	// issue 10, item 5: predicates with an empty truth table over the
-	// declared domain (age = 200, age IS NULL where NULLs are dropped) and
-	// tiny ε reach noise.RationalAtLeast with an infinite scale.
-	"noise: RationalAtLeast needs 0 < x < 2^64": "issue 10 item 5, empty truth table or tiny ε",
-}
-
-func knownPanic(msg string) string {
-	for pat, why := range knownPanics {
-		if strings.Contains(msg, pat) {
-			return why
-		}
-	}
-	return ""
-}
-
 // check fails the input if the server logged a panic or a fresh client
 // cannot log in and run SELECT 1.
 func (fx *fuzzFront) check(t *testing.T) {
@@ -237,10 +218,6 @@ func (fx *fuzzFront) check(t *testing.T) {
 		w.Close()
 	}
 	for _, p := range fx.rec.take() {
-		if known := knownPanic(p); known != "" {
-			t.Logf("known panic (%s): %.200s", known, p)
-			continue
-		}
 		t.Fatalf("the server recovered from a panic: %s", p)
 	}
 	if err != nil {
