@@ -264,3 +264,42 @@ func TestUnitKeyFile(t *testing.T) {
 		t.Error("no data directory: no error")
 	}
 }
+
+// ProfileUnits is the exact distribution of rows per unit, NULL units
+// apart.
+func TestProfileUnits(t *testing.T) {
+	rows := unitRows()
+	path := filepath.Join(t.TempDir(), "u.sqlite")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadUnits(t, db, "sqlite", "u", rows)
+	db.Close()
+	cat := unitCatalog(t, "main: {driver: sqlite, path: "+path+"}", "u", "{column: uid, max_rows: 4}")
+	set, err := Open(context.Background(), cat, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	p, err := set.ProfileUnits(context.Background(), cat.Table("t"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[int64]int64{}
+	nulls := int64(0)
+	for _, r := range rows {
+		if r[0] == nil {
+			nulls++
+		} else {
+			per[r[0].(int64)]++
+		}
+	}
+	kept := int64(0)
+	for _, n := range per {
+		kept += min(n, 4)
+	}
+	if p.Units != int64(len(per)) || p.Rows != int64(len(rows))-nulls || p.NullRows != nulls || p.Kept(4) != kept || p.Quantile(1) != 150 {
+		t.Errorf("profile %+v: want %d units, %d rows, %d NULL, %d kept at 4", p, len(per), int64(len(rows))-nulls, nulls, kept)
+	}
+}
