@@ -740,6 +740,10 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
+		if t.Unit != nil {
+			add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g per unit)", c.TotalSquaredError, c.Sensitivity*plan.Options.Unit.L1()))
+			continue
+		}
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
 	}
 	sizes := w.Sizes()
