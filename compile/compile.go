@@ -298,6 +298,10 @@ type Item struct {
 	Bar          parser.ErrorBar
 	Name         string
 	IsCount      bool // a count: rounded to an integer and clamped at zero as post-processing
+	// Distinct marks COUNT(DISTINCT <privacy unit>): the number of units
+	// with a row in the group (Agg's weights are the WHERE, 0 or 1 per
+	// cell), measured by exec.CountDistinct, not by the planner.
+	Distinct bool
 	// Integral reports that every weight is an integer, so the exact
 	// answer is one: the noisy value is rounded (post-processing).
 	Integral bool
@@ -444,7 +448,44 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		}
 		w.Queries = append(w.Queries, q)
 	}
+	if err := w.checkDistinct(); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// CountsUnits reports whether the batch counts units (COUNT(DISTINCT
+// <privacy unit>)): then every aggregate of it does (checkDistinct), and
+// exec.CountDistinct measures it instead of the planner's strategies.
+func (w *Workload) CountsUnits() bool {
+	for _, q := range w.Queries {
+		for _, it := range q.Items {
+			if it.Distinct {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkDistinct refuses a batch mixing COUNT(DISTINCT <unit>) with other
+// aggregates: the number of units is measured by its own mechanism, with
+// the whole batch's ε.
+func (w *Workload) checkDistinct() error {
+	if !w.CountsUnits() {
+		return nil
+	}
+	for _, q := range w.Queries {
+		for _, it := range q.Items {
+			switch it.Kind {
+			case ItemAgg, ItemRatio, ItemVariance:
+				if !it.Distinct {
+					return parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is measured on its own: send it without other aggregates (COUNT(*), SUM, AVG, ...) in its statement and request", w.Table.Unit.Column)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // CheckCells refuses a set of columns whose product domain exceeds the
@@ -524,6 +565,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		return nil
 	}
 	for _, it := range q.Select {
+		if it.Agg == parser.AggCountDistinct && t.IsUnitColumn(it.Column) {
+			continue // the number of units: the one use of the unit column
+		}
 		if err := add("field list", parser.ItemColumns(it)...); err != nil {
 			return nil, err
 		}
@@ -543,6 +587,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		return nil, err
 	}
 	for _, o := range q.OrderBy {
+		if o.Agg == parser.AggCountDistinct && t.IsUnitColumn(o.Column) {
+			continue
+		}
 		cols := []string{o.Column}
 		cols = append(cols, parser.ItemColumns(parser.SelectItem{Arg: o.Arg, Key: o.Key, Expr: o.Expr})...)
 		if err := add("order clause", cols...); err != nil {

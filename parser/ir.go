@@ -47,6 +47,10 @@ const (
 	AggVarSamp                 // VAR_SAMP(c)
 	AggStdPop                  // STDDEV_POP(c), STDDEV(c), STD(c)
 	AggStdSamp                 // STDDEV_SAMP(c)
+	// AggCountDistinct is COUNT(DISTINCT c) of one plain column: compile
+	// answers it for a table's privacy unit column only (the number of
+	// units) and refuses it for any other column.
+	AggCountDistinct
 )
 
 // ErrorBar wraps an aggregate to ask for its error instead of its value.

@@ -926,8 +926,19 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 		}
 		switch name {
 		case "count":
+			distinctUsage := Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(x), list the declared values with SELECT c FROM t GROUP BY c, or count people with COUNT(DISTINCT <privacy unit column>) on a table that declares one")
 			if f.Distinct {
-				return SelectItem{}, true, Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(x), or list the declared values with SELECT c FROM t GROUP BY c")
+				if len(f.Exprs) != 1 {
+					return SelectItem{}, true, distinctUsage
+				}
+				col, ex, err := arg(distinctUsage)
+				if err != nil {
+					return SelectItem{}, true, err
+				}
+				if ex != nil || col == "" {
+					return SelectItem{}, true, distinctUsage
+				}
+				return SelectItem{Agg: AggCountDistinct, Column: col}, true, nil
 			}
 			usage := Errorf(CodeNotSupported, "COUNT takes *, a column or an expression: COUNT(*), COUNT(c), COUNT(CASE WHEN ... THEN 1 END)")
 			if len(f.Exprs) != 1 {

@@ -29,29 +29,7 @@ import (
 
 // bounded counts t truncated per unit.
 func (s *sqliteSource) bounded(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
-	var args []any
-	bind := func(v any) string { args = append(args, v); return "?" }
-	b := &boundedQuery{t: t, ident: sqliteIdent, table: sqliteTable(sourceTable(t))}
-	b.hash = func(vals []string) string {
-		return "dpproxy_unit_hash(" + bind(s.key) + ", " + strings.Join(vals, ", ") + ")"
-	}
-	var names []string
-	for _, c := range cols {
-		b.raw = append(b.raw, c.Name)
-		names = append(names, sqliteIdent(c.Name))
-	}
-	if len(cols) > 0 {
-		spec, err := json.Marshal(cols)
-		if err != nil {
-			return err
-		}
-		b.outs = []string{"dpproxy_c"}
-		b.bins = func() []string {
-			return []string{"dpproxy_cell(" + bind(string(spec)) + ", " + strings.Join(names, ", ") + ")"}
-		}
-		b.cellOf = func(outs []string) string { return outs[0] }
-	}
-	q := b.sql()
+	q, args := s.boundedQuery(t, cols, false)
 	r, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
@@ -78,6 +56,31 @@ func (s *sqliteSource) bounded(ctx context.Context, tx *sql.Tx, t *catalog.Table
 		rows.Add(n)
 	}
 	return r.Err()
+}
+
+// boundedQuery is the SQLite text and arguments of the bounded histogram
+// (or, with pairs, of the distinct (unit, cell) pairs).
+func (s *sqliteSource) boundedQuery(t *catalog.Table, cols []*catalog.Column, pairs bool) (string, []any) {
+	var args []any
+	bind := func(v any) string { args = append(args, v); return "?" }
+	b := &boundedQuery{t: t, ident: sqliteIdent, table: sqliteTable(sourceTable(t)), pairs: pairs}
+	b.hash = func(vals []string) string {
+		return "dpproxy_unit_hash(" + bind(s.key) + ", " + strings.Join(vals, ", ") + ")"
+	}
+	var names []string
+	for _, c := range cols {
+		b.raw = append(b.raw, c.Name)
+		names = append(names, sqliteIdent(c.Name))
+	}
+	if len(cols) > 0 {
+		spec, _ := json.Marshal(cols) // catalog columns always encode
+		b.outs = []string{"dpproxy_c"}
+		b.bins = func() []string {
+			return []string{"dpproxy_cell(" + bind(string(spec)) + ", " + strings.Join(names, ", ") + ")"}
+		}
+		b.cellOf = func(outs []string) string { return outs[0] }
+	}
+	return b.sql(), args
 }
 
 var registerUnitOnce sync.Once

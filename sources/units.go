@@ -1,8 +1,10 @@
 package sources
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -155,6 +157,9 @@ type boundedQuery struct {
 	outs   []string                // the bins' aliases
 	cellOf func(outs []string) string
 	table  string
+	// pairs asks for the distinct (unit, internal cell) pairs of the
+	// bounded rows, ordered by unit, instead of the counts per cell.
+	pairs bool
 }
 
 // sql writes the query; see the package comment above for its steps.
@@ -187,6 +192,9 @@ func (b *boundedQuery) sql() string {
 	}
 	if len(b.outs) == 0 {
 		k := min(u.MaxRows, u.PerCell())
+		if b.pairs {
+			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d ORDER BY dpproxy_unit", ranked(), k)
+		}
 		return fmt.Sprintf("SELECT COUNT(*) FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d", ranked(), k)
 	}
 	outs := strings.Join(b.outs, ", ")
@@ -195,6 +203,10 @@ func (b *boundedQuery) sql() string {
 		sel := make([]string, len(bins))
 		for j, e := range bins {
 			sel[j] = e + " AS " + b.outs[j]
+		}
+		if b.pairs {
+			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned ORDER BY dpproxy_unit",
+				b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows)
 		}
 		return fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned GROUP BY %s",
 			outs, strings.Join(sel, ", "), ranked(), u.MaxRows, outs)
@@ -212,20 +224,29 @@ func (b *boundedQuery) sql() string {
 	if r == 0 {
 		r = u.MaxRows
 	}
-	return fmt.Sprintf("SELECT %[1]s, COUNT(*) FROM ("+
-		"SELECT %[1]s, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g, "+
+	head, tail := "SELECT %[1]s, COUNT(*) FROM (", " GROUP BY %[1]s"
+	if b.pairs {
+		head, tail = "SELECT DISTINCT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
+	}
+	return fmt.Sprintf(head+
+		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g, "+
 		"ROW_NUMBER() OVER (PARTITION BY dpproxy_unit, dpproxy_cell ORDER BY dpproxy_hash) AS dpproxy_r FROM ("+
 		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_hash FROM ("+
 		"SELECT %[4]s, dpproxy_unit, dpproxy_hash FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
-		") dpproxy_binned) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d AND dpproxy_r <= %[8]d GROUP BY %[1]s",
+		") dpproxy_binned) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d AND dpproxy_r <= %[8]d"+tail,
 		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows, g, r)
 }
 
 // serverBounded is the pushdown's bounded query for PostgreSQL and MySQL:
 // one bin per column (pushdown.bin), the internal cell index Σ b_j·s_j.
-func (q *pushdown) serverBounded(key string) string {
+func (q *pushdown) serverBounded(key string) string { return q.serverBoundedQuery(key, false) }
+
+// serverBoundedPairs is the distinct (unit, cell) pairs query (UnitCells).
+func (q *pushdown) serverBoundedPairs() string { return q.serverBoundedQuery(q.key, true) }
+
+func (q *pushdown) serverBoundedQuery(key string, pairs bool) string {
 	st := strides(q.cols)
-	b := &boundedQuery{t: q.t, ident: q.d.ident, table: q.from()}
+	b := &boundedQuery{t: q.t, ident: q.d.ident, table: q.from(), pairs: pairs}
 	b.hash = func(vals []string) string { return q.d.keyedHash(q.bind(key), vals) }
 	for j, c := range q.cols {
 		b.raw = append(b.raw, c.Name)
@@ -252,4 +273,89 @@ func (q *pushdown) serverBounded(key string) string {
 // keyed hash: 'N' for NULL, else 'V' and the text.
 func hashText(v, text string) string {
 	return fmt.Sprintf("CASE WHEN %s IS NULL THEN 'N' ELSE %s END", v, text)
+}
+
+// UnitCells calls fn with each unit's internal cells (over cols, with each
+// column's dropped cell last, as Histogram counts them internally) after
+// contribution bounding: the distinct cells its kept rows lie in, at most
+// max_groups of them (max_rows without it). The pairs are distinct (unit,
+// cell) pairs pushed down and streamed ordered by unit, so the proxy holds
+// one unit's cells at a time, never a unit's value beyond comparing it with
+// the previous row's. It is how COUNT(DISTINCT <unit>) is counted
+// (exec.CountDistinct).
+func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.Column, fn func(cells []int) error) error {
+	if t.Unit == nil {
+		return fmt.Errorf("table %s declares no privacy unit", t.Name)
+	}
+	src := s.sources[t.Source]
+	if src == nil {
+		return fmt.Errorf("table %s: unknown source %q", t.Name, t.Source)
+	}
+	n := cells(cols)
+	var db *sql.DB
+	var q string
+	var args []any
+	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+	switch be := src.be.(type) {
+	case *sqliteSource:
+		db = be.db
+		q, args = be.boundedQuery(t, cols, true)
+	case *server:
+		db, cancel = be.db, be.cancel
+		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
+		q = pd.serverBoundedPairs()
+		args = pd.args
+	default:
+		return fmt.Errorf("table %s: no unit cells for this source", t.Name)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer conn.Close()
+	if cancel != nil {
+		stop, err := cancel(ctx, conn)
+		if err != nil {
+			return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+		}
+		defer stop()
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var cur, prev sql.RawBytes
+	var unit []int
+	first := true
+	for rows.Next() {
+		var cell int64
+		if err := rows.Scan(&cur, &cell); err != nil {
+			return err
+		}
+		if cell < 0 || cell >= int64(n) {
+			return fmt.Errorf("table %s: cell %d out of range", t.Name, cell)
+		}
+		if !first && string(cur) != string(prev) {
+			if err := fn(unit); err != nil {
+				return err
+			}
+			unit = unit[:0]
+		}
+		first = false
+		prev = append(prev[:0], cur...)
+		unit = append(unit, int(cell))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !first {
+		return fn(unit)
+	}
+	return nil
 }

@@ -88,6 +88,13 @@ func loadUnits(t testing.TB, db *sql.DB, engine, name string, rows [][]any) {
 // max_groups cells of least cell hash and max_rows_per_group rows of least
 // hash in each; NULL units dropped.
 func truncated(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) []float64 {
+	counts, _ := truncation(key, tab, cols, rows)
+	return counts
+}
+
+// truncation is truncated's histogram and each unit's kept cells (sorted,
+// one string per unit, the units sorted).
+func truncation(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) ([]float64, []string) {
 	u := tab.Unit
 	pos := map[string]int{"uid": 0}
 	for j, c := range tab.Columns {
@@ -115,13 +122,17 @@ func truncated(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]
 		byUnit[id] = append(byUnit[id], row{UnitHash(key, r...), cell})
 	}
 	counts := make([]float64, cells(cols))
+	var sets []string
 	for id, rs := range byUnit {
 		slices.SortFunc(rs, func(a, b row) int { return strings.Compare(a.hash, b.hash) })
 		rs = rs[:min(len(rs), int(u.MaxRows))]
+		set := map[int]bool{}
 		if !u.CellBounded() {
 			for _, r := range rs {
 				counts[r.cell]++
+				set[r.cell] = true
 			}
+			sets = append(sets, cellSet(set))
 			continue
 		}
 		g, per := int(u.Groups()), int(u.PerCell())
@@ -142,10 +153,22 @@ func truncated(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]
 			if n, ok := kept[r.cell]; ok && n < per {
 				kept[r.cell]++
 				counts[r.cell]++
+				set[r.cell] = true
 			}
 		}
+		sets = append(sets, cellSet(set))
 	}
-	return strip(counts, cols)
+	slices.Sort(sets)
+	return strip(counts, cols), sets
+}
+
+func cellSet(set map[int]bool) string {
+	var cs []int
+	for c := range set {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	return fmt.Sprint(cs)
 }
 
 // checkTruncation compares every column set's bounded histogram with the
@@ -173,9 +196,29 @@ func checkTruncation(t *testing.T, source, sourceTable string, rows [][]any) {
 				if err != nil {
 					t.Fatalf("%v: %v", cols, err)
 				}
-				want := truncated(key, tab, cols, rows)
+				want, wantSets := truncation(key, tab, cols, rows)
 				if !slices.Equal(got, want) {
 					t.Errorf("columns %d: got %v, want %v", len(cols), got, want)
+				}
+				// The distinct (unit, cell) pairs behind COUNT(DISTINCT uid).
+				var sets []string
+				err = set.UnitCells(ctx, tab, cols, func(cells []int) error {
+					m := map[int]bool{}
+					for _, c := range cells {
+						m[c] = true
+					}
+					if len(m) != len(cells) {
+						t.Errorf("repeated cells %v", cells)
+					}
+					sets = append(sets, cellSet(m))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(sets)
+				if !slices.Equal(sets, wantSets) {
+					t.Errorf("columns %d: unit cells %v, want %v", len(cols), sets, wantSets)
 				}
 				total := 0.0
 				for _, x := range got {
