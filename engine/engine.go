@@ -271,6 +271,9 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		return out, nil
 	}
+	if w.CountsUnits() {
+		return e.distinct(ctx, s, t, w, sts)
+	}
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)
 	}

@@ -645,6 +645,9 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("charged", "nothing (EXPLAIN)")
 		return res, nil
 	}
+	if w.CountsUnits() {
+		return e.explainDistinct(s, t, w, res, queries)
+	}
 	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ func unitsFixture(t *testing.T) (*fixture, int) {
 	}
 	t.Cleanup(func() { h.Close() })
 	cfg := Config{Catalog: cat, Ledger: l, Histograms: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return &fixture{eng: New(cfg), ledger: l, cfg: cfg}, truncated
+	return &fixture{eng: New(cfg), ledger: l, data: filepath.Join(dir, "events.sqlite"), cfg: cfg}, truncated
 }
 
 // The unit column is never selected, grouped by, filtered on or counted:
@@ -182,6 +182,84 @@ func TestUnitQueryEndToEnd(t *testing.T) {
 	}
 	if u := es[3].Unit; u == nil || math.Abs(u.RowEpsilon*5-es[3].Cost.Epsilon) > 1e-9*es[3].Cost.Epsilon {
 		t.Errorf("target entry %+v unit %+v", es[3], u)
+	}
+	if err := f.ledger.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// COUNT(DISTINCT user_id) counts people per group and predicate, with noise
+// for a unit counted once in at most min(k, g) groups; other COUNT(DISTINCT)
+// and mixing it with other aggregates are refused.
+func TestCountDistinctUnits(t *testing.T) {
+	f, _ := unitsFixture(t)
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Only user 0 has more than 5 rows, all 'view': truncation keeps every
+	// other row, so the exact answers are SQL's.
+	exact := func(q string) map[string]float64 {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]float64{}
+		for rows.Next() {
+			var k string
+			var n float64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = n
+		}
+		return out
+	}
+	s := session("analyst", map[string]any{"dp_epsilon": 50.0})
+	for _, tc := range []struct{ q, truth string }{
+		{"SELECT COUNT(DISTINCT user_id) FROM events", "SELECT '', COUNT(DISTINCT user_id) FROM events"},
+		{"SELECT kind, COUNT(DISTINCT user_id) AS people FROM events GROUP BY kind", "SELECT kind, COUNT(DISTINCT user_id) FROM events GROUP BY kind"},
+		{"SELECT COUNT(DISTINCT user_id) FROM events WHERE kind IN ('view', 'cart') AND hour < 12", "SELECT '', COUNT(DISTINCT user_id) FROM events WHERE kind IN ('view', 'cart') AND hour < 12"},
+		{"SELECT COUNT(DISTINCT events_g.user_id) FROM events_g WHERE kind = 'buy'", "SELECT '', COUNT(DISTINCT user_id) FROM events WHERE kind = 'buy'"},
+	} {
+		r := f.answer(t, s, tc.q)
+		want := exact(tc.truth)
+		for _, row := range r.AllRows() {
+			key := ""
+			if len(row) == 2 {
+				key = fmt.Sprint(row[0])
+			}
+			got, _ := toFloat(row[len(row)-1])
+			// Noise scale at most 3/50 (Laplace) here; beyond 1.5 w.p. < e^-25.
+			if math.Abs(got-want[key]) > 1.5 && !strings.Contains(tc.q, "events_g") {
+				t.Errorf("%s: %s = %v, want %v", tc.q, key, got, want[key])
+			}
+		}
+	}
+	for _, bad := range []struct{ q, want string }{
+		{"SELECT COUNT(*), COUNT(DISTINCT user_id) FROM events", "measured on its own"},
+		{"SELECT COUNT(DISTINCT kind) FROM events", "only COUNT(DISTINCT user_id)"},
+		{"SELECT COUNT(DISTINCT user_id + 1) FROM events", "COUNT(DISTINCT ...) is not supported"},
+	} {
+		_, err := f.eng.Answer(ctx, s, []string{bad.q})
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want %q", bad.q, err, bad.want)
+		}
+	}
+	ex := f.answer(t, s, "EXPLAIN SELECT kind, COUNT(DISTINCT user_id) FROM events GROUP BY kind")
+	props := map[string]string{}
+	for _, row := range ex.AllRows() {
+		props[fmt.Sprint(row[0])] = fmt.Sprint(row[1])
+	}
+	if props["sensitivity"] != "3 per unit" {
+		t.Errorf("EXPLAIN sensitivity %q (want min(k=5, 3 groups) = 3)", props["sensitivity"])
+	}
+	es := f.entries(t)
+	if len(es) != 4 || es[1].Unit == nil || !strings.Contains(es[1].Strategy, "count-distinct-units (sensitivity 3)") {
+		t.Fatalf("entries %+v", es)
 	}
 	if err := f.ledger.Verify(ctx); err != nil {
 		t.Fatal(err)

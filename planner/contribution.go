@@ -79,6 +79,18 @@ func (c Contribution) L1() float64 {
 	return k
 }
 
+// CellsPerUnit is the most cells one unit's kept rows lie in: min(k, g), k
+// without g; 1 for row privacy.
+func (c Contribution) CellsPerUnit() int64 {
+	if c.IsRow() {
+		return 1
+	}
+	if c.Groups > 0 && c.Groups < c.Rows {
+		return c.Groups
+	}
+	return c.Rows
+}
+
 // UtilitySensitivity is the most one unit changes one group's count: the
 // exponential mechanism's Δ. A group of one cell moves by at most
 // min(k, r); a group of several cells by at most L1.
