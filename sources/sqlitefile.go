@@ -31,7 +31,8 @@ var errFileFormat = errors.New("sqlite file: unsupported layout")
 type sqliteFile struct {
 	f        *os.File
 	pageSize int
-	usable   int // page size less the reserved bytes at each page's end
+	usable   int   // page size less the reserved bytes at each page's end
+	pages    int64 // pages in the file when it was opened
 }
 
 func openSQLiteFile(path string) (*sqliteFile, error) {
@@ -58,7 +59,12 @@ func openSQLiteFile(path string) (*sqliteFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: page size %d, encoding %d, WAL %v", errFileFormat, ps, enc, h[18] == 2)
 	}
-	return &sqliteFile{f: f, pageSize: ps, usable: ps - int(h[20])}, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &sqliteFile{f: f, pageSize: ps, usable: ps - int(h[20]), pages: st.Size() / int64(ps)}, nil
 }
 
 func (sf *sqliteFile) close() error { return sf.f.Close() }
@@ -91,6 +97,9 @@ func (sf *sqliteFile) children(p []byte, pgno uint32) ([]uint32, error) {
 	}
 	n := int(binary.BigEndian.Uint16(p[h+3:]))
 	out := make([]uint32, 0, n+1)
+	if h+12+2*n > len(p) {
+		return nil, fmt.Errorf("%w: cell pointer array out of page", errFileFormat)
+	}
 	for i := 0; i < n; i++ {
 		off := int(binary.BigEndian.Uint16(p[h+12+2*i:]))
 		if off+4 > len(p) {
@@ -106,9 +115,15 @@ func (sf *sqliteFile) children(p []byte, pgno uint32) ([]uint32, error) {
 func (sf *sqliteFile) subtrees(root uint32, n int) ([]uint32, error) {
 	level := []uint32{root}
 	buf := make([]byte, sf.pageSize)
+	read := int64(0)
 	for len(level) < n {
 		var next []uint32
 		for _, pg := range level {
+			// Each page is read at most once in a well-formed tree; more
+			// reads mean pages that point in a cycle.
+			if read++; read > sf.pages {
+				return nil, fmt.Errorf("%w: more page reads than the file has pages", errFileFormat)
+			}
 			p, err := sf.page(buf, pg)
 			if err != nil {
 				return nil, err
@@ -245,6 +260,18 @@ type fileScan struct {
 	order   []int          // indexes into cols by increasing record index
 	strides []int
 	rows    *atomic.Int64
+	// visits counts the pages the workers read. A well-formed table reads
+	// each of its pages once, so more visits than the file has pages means
+	// pages that point in a cycle: the scan stops instead of looping.
+	visits atomic.Int64
+}
+
+// visit charges one page read against the file's page count.
+func (fs *fileScan) visit() error {
+	if fs.visits.Add(1) > fs.sf.pages {
+		return fmt.Errorf("%w: more page reads than the file has pages", errFileFormat)
+	}
+	return nil
 }
 
 // run scans the subtrees with the given number of workers and adds every
@@ -311,6 +338,10 @@ func (s *scanWorker) buffer(depth int) []byte {
 	return s.pages[depth]
 }
 
+// maxPayload bounds one record's size: SQLite's own limit on a row
+// (SQLITE_MAX_LENGTH) is 10⁹ bytes by default and at most 2³¹ − 1.
+const maxPayload = 1<<31 - 1
+
 // maxDepth bounds the b-tree depth (SQLite's own limit is 20), so a damaged
 // file whose pages point in a cycle ends in an error.
 const maxDepth = 40
@@ -322,6 +353,9 @@ func (s *scanWorker) tree(ctx context.Context, pgno uint32, counts []uint64) err
 func (s *scanWorker) walk(ctx context.Context, pgno uint32, depth int, counts []uint64) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: b-tree deeper than %d", errFileFormat, maxDepth)
+	}
+	if err := s.fs.visit(); err != nil {
+		return err
 	}
 	p, err := s.fs.sf.page(s.buffer(depth), pgno)
 	if err != nil {
@@ -355,6 +389,9 @@ func (s *scanWorker) leaf(p []byte, h int, counts []uint64) error {
 	u := sf.usable
 	maxLocal := u - 35
 	minLocal := (u-12)*32/255 - 23
+	if h+8+2*n > len(p) {
+		return fmt.Errorf("%w: cell pointer array out of page", errFileFormat)
+	}
 	for i := 0; i < n; i++ {
 		off := int(binary.BigEndian.Uint16(p[h+8+2*i:]))
 		if off >= len(p) {
@@ -370,6 +407,9 @@ func (s *scanWorker) leaf(p []byte, h int, counts []uint64) error {
 			return fmt.Errorf("%w: bad cell", errFileFormat)
 		}
 		off += k
+		if size > maxPayload {
+			return fmt.Errorf("%w: payload of %d bytes", errFileFormat, size)
+		}
 		var payload []byte
 		if int(size) <= maxLocal {
 			if off+int(size) > len(p) {
@@ -415,6 +455,9 @@ func (s *scanWorker) spill(p []byte, off, local, size int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.fs.visit(); err != nil {
+			return nil, err
+		}
 		next = binary.BigEndian.Uint32(op[:4])
 		chunk := op[4:s.fs.sf.usable]
 		if rest := size - len(s.overflow); len(chunk) > rest {
@@ -458,6 +501,9 @@ func (s *scanWorker) record(rec []byte, rowid int64) (int, bool) {
 		}
 		hdr = hdr[n:]
 		size := serialSize(st)
+		if size < 0 || size > len(rec)-body {
+			return 0, false
+		}
 		for next < len(fs.order) && fs.cols[fs.order[next]].index == col {
 			j := fs.order[next]
 			if body+size > len(rec) {
