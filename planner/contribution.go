@@ -39,11 +39,11 @@ import (
 // the sensitivity. Marginal and split plans give each block or aggregate a
 // share of those; shares add up under composition exactly as at row level.
 //
-// The tighter Gaussian bound r·√g·σ_max(B) (‖v‖₂ ≤ r·√g) is not used: it
-// holds for noise directly on cells, where σ_max = 1 and the column norm is
-// 1 too, but for correlated strategies (trees, wavelets, marginals) the
-// true worst unit was measured at 1.8–3.4× the bare r·√g·‖column‖₂ rule,
-// and c·Δ₂ is always valid. The one-row case, c = 1, is exactly the
+// For Gaussian noise the bare rule r·√g·‖column‖₂ is wrong for correlated
+// strategies (trees, wavelets: the worst unit was measured at 1.8–3.4×
+// it); the valid alternative r·√g·σ_max(B) (from ‖v‖₂ ≤ r·√g) is smaller
+// than c·Δ₂ only when g·r is large and B is close to the identity, and is
+// not used: c·Δ₂ is valid for every B. The one-row case, c = 1, is exactly the
 // row-level planner.
 //
 // The exponential mechanism's utility is a group's count; one unit moves
