@@ -83,17 +83,13 @@ func loadUnits(t testing.TB, db *sql.DB, engine, name string, rows [][]any) {
 	}
 }
 
-// truncated is the brute-force bounded histogram (internal domain,
+// truncation is the brute-force bounded histogram (internal domain,
 // stripped): each unit's max_rows rows of least UnitHash, then its
 // max_groups cells of least cell hash and max_rows_per_group rows of least
 // hash in each; NULL units dropped.
-func truncated(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) []float64 {
-	counts, _ := truncation(key, tab, cols, rows)
-	return counts
-}
-
-// truncation is truncated's histogram and each unit's kept cells (sorted,
-// one string per unit, the units sorted).
+//
+// It returns that histogram and each unit's kept cells (sorted, one string
+// per unit, the units sorted).
 func truncation(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) ([]float64, []string) {
 	u := tab.Unit
 	pos := map[string]int{"uid": 0}
