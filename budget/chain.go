@@ -301,7 +301,7 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 // invalidEntry says why e is not an entry this package writes, or "".
 func invalidEntry(e Entry) string {
 	switch e.Kind {
-	case KindCharge, KindReuse, KindLimits:
+	case KindCharge, KindReuse, KindDerived, KindLimits:
 	default:
 		return fmt.Sprintf("unknown kind %q", e.Kind)
 	}

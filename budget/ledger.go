@@ -19,6 +19,11 @@ const (
 	KindCharge = "charge" // a measurement that spent budget
 	KindReuse  = "reuse"  // a stored answer re-released; costs nothing
 	KindLimits = "limits" // a catalog budget change; costs nothing
+	// KindDerived is a batch answered from stored measurements alone
+	// (generalised least squares over noisy answers already paid for):
+	// post-processing, so it costs nothing; its Strategy names the
+	// measurements used.
+	KindDerived = "derived"
 )
 
 // Limit scopes.
@@ -74,7 +79,7 @@ type Charge struct {
 type Entry struct {
 	Seq  int64     `json:"seq"` // 1, 2, 3, ... without gaps
 	Time time.Time `json:"time"`
-	Kind string    `json:"kind"` // KindCharge, KindReuse or KindLimits
+	Kind string    `json:"kind"` // KindCharge, KindReuse, KindDerived or KindLimits
 	Charge
 	PrevHash string `json:"prev_hash"`
 	Hash     string `json:"hash"`
@@ -191,12 +196,13 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 }
 
 // Record appends a zero-cost entry of the given kind, KindReuse (a stored
-// answer re-released) or KindLimits (a catalog budget change), on the same
+// answer re-released), KindDerived (answers derived from stored
+// measurements) or KindLimits (a catalog budget change), on the same
 // hash chain as the charges. c.Cost must be zero; User and Tables may be
 // empty.
 func (l *Ledger) Record(ctx context.Context, kind string, c Charge) (Entry, error) {
-	if kind != KindReuse && kind != KindLimits {
-		return Entry{}, fmt.Errorf("budget: record: kind %q is not %q or %q", kind, KindReuse, KindLimits)
+	if kind != KindReuse && kind != KindLimits && kind != KindDerived {
+		return Entry{}, fmt.Errorf("budget: record: kind %q is not %q, %q or %q", kind, KindReuse, KindDerived, KindLimits)
 	}
 	c, err := normaliseCharge(c, false)
 	if err != nil {

@@ -371,8 +371,17 @@ func TestRecord(t *testing.T) {
 	if err != nil || e.Seq != 3 || e.User != "" || e.Tables != nil {
 		t.Fatalf("Record limits = %+v, %v", e, err)
 	}
+	derived := lapCharge("a", 0, "t")
+	derived.Mechanism, derived.Strategy = "derived", "generalised least squares over measurements 1"
+	e, err = l.Record(ctx, KindDerived, derived)
+	if err != nil || e.Seq != 4 || e.Kind != KindDerived {
+		t.Fatalf("Record derived = %+v, %v", e, err)
+	}
 	if _, err := l.Record(ctx, KindReuse, lapCharge("a", 0.1, "t")); err == nil {
 		t.Fatal("Record with a cost: no error")
+	}
+	if _, err := l.Record(ctx, KindDerived, lapCharge("a", 0.1, "t")); err == nil {
+		t.Fatal("Record derived with a cost: no error")
 	}
 	if _, err := l.Record(ctx, KindCharge, reuse); err == nil {
 		t.Fatal("Record of kind charge: no error")
@@ -383,8 +392,8 @@ func TestRecord(t *testing.T) {
 	if s, _ := l.Spent(ctx, "a", "t"); s.Epsilon != 0.5 {
 		t.Fatalf("Record changed the spend: %+v", s)
 	}
-	if n := count(t, l); n != 3 {
-		t.Fatalf("%d entries, want 3", n)
+	if n := count(t, l); n != 4 {
+		t.Fatalf("%d entries, want 4", n)
 	}
 	mustVerify(t, l)
 }

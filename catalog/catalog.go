@@ -94,6 +94,9 @@ type Cache struct {
 	Histograms int64 // cached histograms (8 bytes per cell)
 	Answers    int64 // released answers kept in memory (all stay on disk)
 	Plans      int64 // planned strategies
+	// Measurements bounds the stored measurements (on disk, beside the
+	// ledger): past it the oldest are forgotten.
+	Measurements int64
 }
 
 // Default cache bounds.
@@ -101,6 +104,7 @@ const (
 	DefaultHistogramCacheBytes = 512 << 20
 	DefaultAnswerCacheBytes    = 128 << 20
 	DefaultPlanCacheBytes      = 256 << 20
+	DefaultMeasurementBytes    = 256 << 20
 )
 
 // HistogramBytes is the histogram cache's bound.
@@ -111,6 +115,9 @@ func (c Cache) AnswerBytes() int64 { return orDefault(c.Answers, DefaultAnswerCa
 
 // PlanBytes is the plan cache's bound.
 func (c Cache) PlanBytes() int64 { return orDefault(c.Plans, DefaultPlanCacheBytes) }
+
+// MeasurementBytes is the measurement store's bound.
+func (c Cache) MeasurementBytes() int64 { return orDefault(c.Measurements, DefaultMeasurementBytes) }
 
 func orDefault(v, def int64) int64 {
 	if v > 0 {
@@ -158,6 +165,11 @@ type Table struct {
 	// refused before any histogram, plan or charge (DefaultMaxCells unless
 	// the catalog says otherwise).
 	MaxCells int64
+	// NoMeasurementReuse (reuse_measurements: false) measures every batch
+	// anew instead of answering it from the table's stored measurements:
+	// each analyst then pays for every answer they get that is not a
+	// repeat.
+	NoMeasurementReuse bool
 	// Unit is the table's privacy unit with its contribution bounds; nil
 	// means each row is its own unit (row-level privacy).
 	Unit *PrivacyUnit

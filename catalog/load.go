@@ -607,11 +607,11 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // cache reads the optional "cache" section: byte bounds such as 512MiB.
 func (p *parser) cache(n node, c *Cache) {
-	f, ok := p.fields(n, "histograms", "answers", "plans")
+	f, ok := p.fields(n, "histograms", "answers", "plans", "measurements")
 	if !ok {
 		return
 	}
-	for key, dst := range map[string]*int64{"histograms": &c.Histograms, "answers": &c.Answers, "plans": &c.Plans} {
+	for key, dst := range map[string]*int64{"histograms": &c.Histograms, "answers": &c.Answers, "plans": &c.Plans, "measurements": &c.Measurements} {
 		if v, has := f[key]; has {
 			if b, ok := p.bytes(v); ok {
 				*dst = b
@@ -647,11 +647,16 @@ var sourceTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (p *parser) table(e entry, sources []string) *Table {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "privacy_unit")
+	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "privacy_unit")
 	if !ok {
 		return nil
 	}
 	t := &Table{Name: e.key, SourceTable: e.key, Noise: Laplace, MaxCells: DefaultMaxCells}
+	if n, ok := f["reuse_measurements"]; ok {
+		if w, ok := p.word(n, "true", "false"); ok {
+			t.NoMeasurementReuse = w == "false"
+		}
+	}
 	if n, ok := f["max_cells"]; ok {
 		if v, ok := p.integer(n); ok {
 			if v < 1 {

@@ -212,7 +212,7 @@ func TestParseErrors(t *testing.T) {
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, privacy_unit)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, privacy_unit)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",

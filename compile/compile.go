@@ -258,6 +258,7 @@ const (
 	ItemExpr                     // post-processing over other items (Expr)
 	ItemConst                    // a constant (Const)
 	ItemVariance                 // VAR_POP/VAR_SAMP/STDDEV... from COUNT (Den), SUM (Agg) and SUM of squares (Sq)
+	ItemQuantile                 // DP_QUANTILE/DP_MEDIAN from the noisy CDF: the counts Prefix[k] of values up to Values[k]
 )
 
 // LabelType is the SQL type of a group label column.
@@ -325,6 +326,12 @@ type Item struct {
 	Const any
 	// Arg describes the aggregate's argument for EXPLAIN ("" for COUNT(*)).
 	Arg string
+	// An ItemQuantile's CDF: Prefix[k] is the base aggregate counting the
+	// rows whose value is at most Values[k] (a cell's value: its
+	// midpoint), Values increasing; Quantile is q.
+	Prefix   []int
+	Values   []float64
+	Quantile float64
 }
 
 // Compile turns parsed aggregate queries over one table into a workload.
@@ -478,7 +485,8 @@ func (w *Workload) checkDistinct() error {
 	for _, q := range w.Queries {
 		for _, it := range q.Items {
 			switch it.Kind {
-			case ItemAgg, ItemRatio, ItemVariance:
+			case ItemGroup, ItemExpr, ItemConst:
+			default:
 				if !it.Distinct {
 					return parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is measured on its own: send it without other aggregates (COUNT(*), SUM, AVG, ...) in its statement and request", w.Table.Unit.Column)
 				}

@@ -23,6 +23,7 @@ func FuzzCompile(f *testing.F) {
 		"SELECT age DIV 5 AS d FROM t GROUP BY d",
 		"SELECT sex, COUNT(DISTINCT uid) FROM t WHERE age > 20 GROUP BY sex",
 		"SELECT COUNT(DISTINCT uid) FROM t WHERE uid > 3",
+		"SELECT sex, DP_MEDIAN(age), DP_QUANTILE(hours, 0.9) AS p FROM t WHERE age > 20 GROUP BY sex HAVING p > 10 ORDER BY p",
 	} {
 		f.Add(seed)
 	}

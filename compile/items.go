@@ -6,13 +6,14 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
 )
 
 // itemKey is a select item's definition (its output name left out), for
 // finding an item again when HAVING or ORDER BY names it.
 func itemKey(si parser.SelectItem) string {
-	return fmt.Sprintf("%d|%s|%#v|%#v|%s|%d", si.Agg, si.Column, si.Arg, si.Key, aggExprKey(si.Expr), si.Bar)
+	return fmt.Sprintf("%d|%s|%#v|%#v|%s|%d|%v", si.Agg, si.Column, si.Arg, si.Key, aggExprKey(si.Expr), si.Bar, si.Quantile)
 }
 
 func aggExprKey(e *parser.AggExpr) string {
@@ -99,7 +100,7 @@ func (qc *queryCompiler) item(si parser.SelectItem) (Item, error) {
 func aggName(a parser.AggFunc) string {
 	return map[parser.AggFunc]string{parser.AggCount: "COUNT", parser.AggCountCol: "COUNT", parser.AggCountDistinct: "COUNT", parser.AggSum: "SUM",
 		parser.AggAvg: "AVG", parser.AggVarPop: "VAR_POP", parser.AggVarSamp: "VAR_SAMP",
-		parser.AggStdPop: "STDDEV_POP", parser.AggStdSamp: "STDDEV_SAMP"}[a]
+		parser.AggStdPop: "STDDEV_POP", parser.AggStdSamp: "STDDEV_SAMP", parser.AggQuantile: "DP_QUANTILE"}[a]
 }
 
 // aggregate compiles an aggregate of a column or an expression: each is a
@@ -118,6 +119,9 @@ func (qc *queryCompiler) aggregate(si parser.SelectItem) (Item, error) {
 			return Item{}, parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is not supported: count rows with COUNT(*) or COUNT(%s), or list the declared values with SELECT %s FROM %s GROUP BY %s; COUNT(DISTINCT) counts people only on a table that declares a privacy_unit", si.Column, si.Column, si.Column, t.Name, si.Column)
 		}
 		return Item{Kind: ItemAgg, Agg: qc.addBase(qc.base), IsCount: true, Integral: true, NonNeg: true, Distinct: true, Arg: "DISTINCT " + t.Unit.Column}, nil
+	}
+	if si.Agg == parser.AggQuantile {
+		return qc.quantile(si)
 	}
 	var arg parser.Expr = si.Arg
 	if si.Column != "" {
@@ -585,4 +589,49 @@ func postFunc(name string, a []float64) float64 {
 		return m
 	}
 	return nan
+}
+
+// quantile compiles DP_QUANTILE(c, q) over a numeric column: the prefix
+// workload over c's value cells (the rows whose value is at most each
+// cell's, times the WHERE), which the planner answers near-optimally
+// (hierarchical and optimised prefix strategies); the quantile itself is
+// post-processing of the noisy CDF (engine: isotonic regression, then the
+// first cell whose count reaches q times the total). Values outside the
+// domain (an other cell), NULL and dropped rows are not values: they are
+// left out, as MySQL's aggregates leave NULL out.
+//
+// Privacy: the prefix rows are a linear workload like any other. A row of
+// the table lies in one cell of c and so in the prefixes of that cell and
+// every cell above it: the workload's own sensitivity is up to the number
+// of value cells, which is why the planner's strategy (hierarchical,
+// optimised prefixes) and its computed sensitivity, not the rows, set the
+// noise (exec calibrates to the strategy's largest column norm). The
+// isotonic regression and the search for the quantile are
+// post-processing.
+func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
+	c := qc.w.Table.Column(si.Column)
+	if c == nil {
+		return Item{}, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'field list'", si.Column)
+	}
+	if !c.IsNumeric() {
+		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE needs a numeric column; %s is categorical (count its values with SELECT %s, COUNT(*) ... GROUP BY %s)", c.Name, c.Name, c.Name)
+	}
+	if si.Bar != parser.BarNone {
+		return Item{}, parser.Errorf(parser.CodeNotSupported, "error bars of DP_QUANTILE and DP_MEDIAN are not supported: EXPLAIN shows the standard errors of the CDF they come from")
+	}
+	j := qc.index[c.Name]
+	col := qc.w.Columns[j]
+	d := len(qc.w.Columns)
+	it := Item{Kind: ItemQuantile, Quantile: si.Quantile, Arg: c.Name, Plain: -1, ExprKey: -1}
+	prefix := make([]float64, col.Size())
+	for k, cell := range col.Cells() {
+		if cell.Kind != catalog.CellBin {
+			continue
+		}
+		prefix[k] = 1
+		it.Values = append(it.Values, col.Midpoint(cell))
+		it.Prefix = append(it.Prefix, qc.addBase(Mul(qc.base, single(d, j, append([]float64(nil), prefix...)))))
+	}
+	it.Null = qc.nullRows(Mul(qc.base, single(d, j, prefix)))
+	return it, nil
 }

@@ -64,7 +64,7 @@ func (s *Server) budgets(ctx context.Context, cat *catalog.Catalog, v *viewer) (
 
 // Entry kinds the ledger browser knows. KindDerived entries (answers
 // derived from stored measurements) cost nothing, like reuses.
-const kindDerived = "derived"
+const kindDerived = budget.KindDerived
 
 var entryKinds = []string{budget.KindCharge, budget.KindReuse, kindDerived, budget.KindLimits}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
@@ -35,6 +36,9 @@ type Config struct {
 	// Answers persists released answers for reuse across restarts and
 	// processes; nil keeps them in memory only.
 	Answers AnswerBackend
+	// Measurements stores every measurement for answering later batches
+	// from them (known.go); nil keeps them in memory only.
+	Measurements *measure.Store
 }
 
 // Engine answers DP statements. It is safe for concurrent use.
@@ -49,6 +53,9 @@ type Engine struct {
 	// dashboard query, or the accuracy target's search over ε, plans in
 	// microseconds after the first time.
 	planner *planner.Planner
+	// measures holds the measurements released so far (known.go); nil
+	// when no store could be opened.
+	measures *measure.Store
 }
 
 // New returns an Engine.
@@ -59,7 +66,15 @@ func New(cfg Config) *Engine {
 	}
 	pl := planner.New()
 	pl.MaxBytes = cfg.Catalog.Cache.PlanBytes()
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl}
+	ms := cfg.Measurements
+	if ms == nil {
+		var err error
+		if ms, err = measure.Open(context.Background(), "", cfg.Catalog.Cache.MeasurementBytes()); err != nil {
+			log.Warn("no measurement store; every batch is measured anew", "err", err)
+			ms = nil
+		}
+	}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms}
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -283,13 +298,17 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	}
 	key := reuseKey(t, sts, opt)
 	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
-		plan := plan // the accuracy target's plan, if any: the one to measure
-		if plan == nil {
-			var err error
-			if plan, err = e.choose(w, opt); err != nil {
-				return nil, err
-			}
+		// What the stored measurements already answer, and what to
+		// measure (the accuracy target's plan, if any, or the session ε's;
+		// at a smaller ε when stored measurements help).
+		d, err := e.decide(ctx, s, t, w, opt, cost, plan)
+		if err != nil {
+			return nil, err
 		}
+		if d.free != nil {
+			return e.derive(ctx, s, t, w, d, sts)
+		}
+		plan := d.plan
 		// The histograms are built before the charge so a source failure
 		// costs nothing: over the product domain, or for plans measured in
 		// marginal space one per column set.
@@ -297,7 +316,11 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if err != nil {
 			return nil, e.internal("histogram", err)
 		}
-		entry, err := e.charge(ctx, s, t, string(opt.Noise), plan.Name, cost, sts, unitBound(t, opt, 0, 0))
+		strategy := plan.Name
+		if d.combine {
+			strategy += "; answered with " + usedText(d.old.Used)
+		}
+		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -307,8 +330,30 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
 			return nil, e.internal("measure", err)
 		}
+		recs, _ := records(w, plan, ans)
+		var combined *estimated
+		if d.combine {
+			g := d.old.Clone()
+			joined := true
+			for _, r := range recs {
+				joined = joined && g.Add(r, 1)
+			}
+			if est, ok := g.Solve(); ok && joined {
+				combined, _ = fromEstimate(w, est)
+			}
+			if combined == nil {
+				// Planned to combine, so the plan alone may miss the
+				// target: measured, released alone, logged.
+				e.log.Error("combination with stored measurements failed; answering from the new measurement", "seq", entry.Seq)
+			}
+		}
+		e.keep(ctx, t, d, recs, entry.Seq)
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {
+			if combined != nil {
+				out[q] = assemble(w, qu, combined.measured(q), nil)
+				continue
+			}
 			out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)
 		}
 		return out, nil

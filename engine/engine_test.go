@@ -56,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 
 // newFixtureCatalog is newFixture with another catalog over the same demo
 // data (source main: demo.sqlite).
-func newFixtureCatalog(t *testing.T, yaml string) *fixture {
+func newFixtureCatalog(t testing.TB, yaml string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -376,6 +376,8 @@ func itemKey(q *compile.Query, it compile.Item, r int, m *measured) float64 {
 		return bar(it, clamp(v), sd, clamp(lo), clamp(hi))
 	case compile.ItemVariance:
 		return variance(q, it, row, m)
+	case compile.ItemQuantile:
+		return quantile(q, it, row, m)
 	}
 	a := aggAnswer(q, m, it.Agg, row)
 	if !a.known {
@@ -705,6 +707,32 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return nil, err
 		}
 	}
+	if selEps == 0 {
+		d, err := e.decide(ctx, s, t, w, opt, cost, plan)
+		if err != nil {
+			return nil, err
+		}
+		explainKnown(w, d, add, func(c budget.Cost) {
+			cost = c
+			for _, row := range res.Rows {
+				if row[0] == "epsilon charged if run" {
+					row[1] = fmt.Sprintf("%.6g", costEpsilon(c, t))
+				}
+			}
+		})
+		if d.free != nil {
+			for _, l := range e.limits(s.User, t) {
+				spent, err := e.ledger.Spent(ctx, l.User, l.Table)
+				if err != nil {
+					return nil, e.internal("ledger read", err)
+				}
+				add("budget "+l.Scope, fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
+			}
+			add("charged", "nothing (EXPLAIN)")
+			return res, nil
+		}
+		plan = d.plan
+	}
 	add("strategy", plan.Name)
 	if t.Unit == nil {
 		add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
@@ -761,6 +789,8 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				parts = []int{it.Agg, it.Den}
 			case compile.ItemVariance:
 				parts = []int{it.Den, it.Agg, it.Sq}
+			case compile.ItemQuantile:
+				parts = it.Prefix
 			default:
 				continue
 			}
@@ -801,6 +831,28 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				}
 			}
 			switch it.Kind {
+			case compile.ItemQuantile:
+				lo, hi := math.Inf(1), 0.0
+				group := make([]int, len(qu.GroupCols))
+				for _, b := range parts {
+					for e := 0; e < qu.ExprCount(); e++ {
+						a := qu.Agg(b, e)
+						for g := 0; g < qu.Groups(w); g++ {
+							if qu.IsLive(a, g) {
+								qu.GroupCells(w, g, group)
+								sd := math.Sqrt(plan.Variance(q, a, group))
+								lo, hi = math.Min(lo, sd), math.Max(hi, sd)
+							}
+						}
+					}
+				}
+				if math.IsInf(lo, 1) {
+					lo = 0
+				}
+				n := float64(len(parts))
+				z := normalQuantile(1 - 0.025/n)
+				add("stderr "+name, fmt.Sprintf("the CDF's %d prefix counts: %.4g..%.4g; the answer's rank is within (1+q)·E of q·N, E ≤ %.4g (z = %.3f for %d counts) with probability ≥ 95%%", len(parts), lo, hi, z*hi, z, len(parts)))
+				continue
 			case compile.ItemRatio:
 				add("stderr "+name, fmt.Sprintf("numerator %s, denominator %s (the ratio's error is the delta method's of both)", sds[0], sds[1]))
 			case compile.ItemVariance:

@@ -139,6 +139,9 @@ func canonQuery(b *strings.Builder, q *parser.Query) {
 
 func canonItem(b *strings.Builder, it parser.SelectItem) {
 	fmt.Fprintf(b, "item(%d,%q,%d,%s,%s", it.Agg, it.Column, it.Bar, canonAny(it.Arg), canonAny(it.Key))
+	if it.Agg == parser.AggQuantile {
+		fmt.Fprintf(b, ",q=%v", it.Quantile)
+	}
 	if it.Expr != nil {
 		canonExpr(b, it.Expr)
 	}

@@ -20,6 +20,10 @@ import (
 type Answers struct {
 	Values   [][][]float64
 	Variance [][][]float64
+	// Raw is a Kronecker plan's released vector A·x + Z itself, row-major
+	// over the factors' rows (what the measurement store keeps); nil for
+	// other plans, whose released values are Values.
+	Raw []float64
 }
 
 // Measure runs plan p on histogram x, the counts over the product domain
@@ -125,6 +129,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 		if err != nil {
 			return nil, err
 		}
+		ans.Raw = y // modeProduct below writes fresh tensors
 		shape := make([]int, len(sizes))
 		for j, f := range p.Factors {
 			shape[j], _ = f.A.Dims()

@@ -194,7 +194,7 @@ func (b *selectBuilder) aggRef(e sqlparser.Expr) (SelectItem, bool, error) {
 // sameAgg reports whether two items are the same aggregate of the same
 // argument.
 func sameAgg(a, b SelectItem) bool {
-	return a.Agg == b.Agg && a.Column == b.Column && reflect.DeepEqual(a.Arg, b.Arg)
+	return a.Agg == b.Agg && a.Column == b.Column && reflect.DeepEqual(a.Arg, b.Arg) && a.Quantile == b.Quantile
 }
 
 // number reads a numeric constant of HAVING ('5' and 5 alike).

@@ -47,6 +47,7 @@ const (
 	AggVarSamp                 // VAR_SAMP(c)
 	AggStdPop                  // STDDEV_POP(c), STDDEV(c), STD(c)
 	AggStdSamp                 // STDDEV_SAMP(c)
+	AggQuantile                // DP_QUANTILE(c, q), DP_MEDIAN(c): from a noisy CDF of a numeric column
 	// AggCountDistinct is COUNT(DISTINCT c) of one plain column: compile
 	// answers it for a table's privacy unit column only (the number of
 	// units) and refuses it for any other column.
@@ -80,6 +81,8 @@ type SelectItem struct {
 	// Key, when not nil (Agg AggNone), is an expression of domain columns
 	// that is a GROUP BY key or a function of the keys (FLOOR(age / 10) * 10).
 	Key Expr
+	// Quantile is AggQuantile's q, in [0, 1] (0.5 for DP_MEDIAN).
+	Quantile float64
 }
 
 // AggExpr is post-processing over aggregates and constants: + - * / DIV %,

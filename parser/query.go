@@ -653,7 +653,7 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 		if agg, ok, err := b.aggregate(x); ok {
 			it.kind, it.err = itemAgg, err
 			if err == nil {
-				it.Agg, it.Column, it.Arg, it.Bar = agg.Agg, agg.Column, agg.Arg, agg.Bar
+				it.Agg, it.Column, it.Arg, it.Bar, it.Quantile = agg.Agg, agg.Column, agg.Arg, agg.Bar, agg.Quantile
 			}
 			return it
 		}
@@ -808,7 +808,7 @@ func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
 	if agg.Bar != BarNone {
 		return nil, Errorf(CodeNotSupported, "error bars of expressions are not supported: select DP_STDERR of each aggregate")
 	}
-	return &AggExpr{Leaf: &SelectItem{Agg: agg.Agg, Column: agg.Column, Arg: agg.Arg}}, nil
+	return &AggExpr{Leaf: &SelectItem{Agg: agg.Agg, Column: agg.Column, Arg: agg.Arg, Quantile: agg.Quantile}}, nil
 }
 
 // hasAggregate reports whether an aggregate call occurs anywhere in e.
@@ -831,7 +831,7 @@ func hasAggregate(e sqlparser.Expr) bool {
 		switch f := n.(type) {
 		case *sqlparser.FuncExpr:
 			name := f.Name.Lowered()
-			if sqlparser.Aggregates[name] || barOf(name) != BarNone {
+			if sqlparser.Aggregates[name] || barOf(name) != BarNone || name == "dp_quantile" || name == "dp_median" {
 				found = true
 			}
 		case *sqlparser.GroupConcatExpr:
@@ -892,6 +892,9 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 			}
 			inner.Bar = bar
 			return inner, true, nil
+		}
+		if name == "dp_quantile" || name == "dp_median" {
+			return b.quantile(f, name)
 		}
 		if !sqlparser.Aggregates[name] && name != "any_value" {
 			return SelectItem{}, false, nil
@@ -973,6 +976,48 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 		}
 	}
 	return SelectItem{}, false, nil
+}
+
+// quantile parses DP_QUANTILE(c, q) (q a number in [0, 1]) and
+// DP_MEDIAN(c) = DP_QUANTILE(c, 0.5), c a column.
+func (b *selectBuilder) quantile(f *sqlparser.FuncExpr, name string) (SelectItem, bool, error) {
+	usage := Errorf(CodeNotSupported, "DP_QUANTILE takes a numeric column and a number in [0, 1], DP_MEDIAN a numeric column: DP_QUANTILE(age, 0.9), DP_MEDIAN(age)")
+	want := 2
+	if name == "dp_median" {
+		want = 1
+	}
+	if len(f.Exprs) != want || f.Distinct || f.Over != nil {
+		return SelectItem{}, true, usage
+	}
+	var args []sqlparser.Expr
+	for _, e := range f.Exprs {
+		a, ok := e.(*sqlparser.AliasedExpr)
+		if !ok {
+			return SelectItem{}, true, usage
+		}
+		args = append(args, unparen(a.Expr))
+	}
+	col, ok := args[0].(*sqlparser.ColName)
+	if !ok || isVariable(col) {
+		return SelectItem{}, true, usage
+	}
+	c, err := b.column(col, "field list")
+	if err != nil {
+		return SelectItem{}, true, err
+	}
+	q := 0.5
+	if want == 2 {
+		text, kind, err := literal(args[1])
+		if err != nil || kind != litValue {
+			return SelectItem{}, true, usage
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(text.Text), 64)
+		if err != nil || !(v >= 0 && v <= 1) {
+			return SelectItem{}, true, usage
+		}
+		q = v
+	}
+	return SelectItem{Agg: AggQuantile, Column: c, Quantile: q}, true, nil
 }
 
 // qualifierOK reports whether q names the query's table: its name, its
@@ -1164,6 +1209,9 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 					idx = i
 					break
 				}
+			}
+			if idx < 0 && agg.Agg == AggQuantile {
+				return nil, Errorf(CodeNotSupported, "ORDER BY %s: to order by a quantile, select it and order by its alias or position", sqlparser.String(o.Expr))
 			}
 			if idx < 0 && agg.Bar != BarNone {
 				return nil, Errorf(CodeNotSupported, "ORDER BY %s: to order by an error bar, select it and order by its alias or position", sqlparser.String(o.Expr))

@@ -42,6 +42,11 @@
 // alone; for accuracy targets the largest per-answer variance (ForTarget).
 // A Planner caches optimised strategies by workload shape and whole plans
 // by workload (cache.go).
+//
+// Stored measurements (package measure) are combined by generalised least
+// squares over a batch's own columns, with their exact covariance
+// (known.go): what the engine answers for free, or combines with a new
+// measurement at a smaller ε.
 package planner
 
 import (

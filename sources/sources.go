@@ -353,3 +353,19 @@ func columnKeys(cols []*catalog.Column) []string {
 	}
 	return out
 }
+
+// DataVersion reports the data version of t's source, the value its
+// cached histograms are keyed by (see dataVersion); known is false when
+// the source cannot tell (its histograms are then reused for a time
+// instead). The engine keys stored measurements by it.
+func (s *Set) DataVersion(ctx context.Context, t *catalog.Table) (version string, known bool, err error) {
+	src := s.sources[t.Source]
+	if src == nil {
+		return "", false, fmt.Errorf("table %s: unknown source %q", t.Name, t.Source)
+	}
+	version, known, err = src.be.dataVersion(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return version, known, nil
+}

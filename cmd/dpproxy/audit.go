@@ -33,7 +33,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	table := fs.String("table", "", "only entries for this table (list)")
 	since := fs.String("since", "", "only entries at or after this RFC 3339 time (list)")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line (list)")
-	kind := fs.String("kind", "", "only entries of this kind: charge, reuse or limits (list)")
+	kind := fs.String("kind", "", "only entries of this kind: charge, reuse, derived or limits (list)")
 	pubKey := fs.String("public-key", "", "Ed25519 public key (hex, base64 or PEM; @FILE reads it) that signed the heads (verify; default: the catalog's)")
 	heads := fs.String("heads", "", "signed-heads file (verify, sign; default: <data-dir>/ledger.heads)")
 	keyOut := fs.String("out", "", "file for the new private key (keygen)")

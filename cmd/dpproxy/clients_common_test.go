@@ -507,7 +507,7 @@ func releasedAnswers(t *testing.T, cp *clientProxy) int {
 	t.Helper()
 	n := 0
 	for _, e := range entries(t, cp.proxy) {
-		if e.Kind == budget.KindCharge || e.Kind == budget.KindReuse {
+		if e.Kind == budget.KindCharge || e.Kind == budget.KindReuse || e.Kind == budget.KindDerived {
 			n++
 		}
 	}

@@ -270,9 +270,15 @@ users:
 		digestOf[queryDigest(q)] = q
 	}
 	charged := map[string]int{}
+	derived := map[string]int{}
 	reuses := 0
 	for _, e := range ledgerEntries(t, dir) {
 		switch e.Kind {
+		case budget.KindDerived:
+			if _, ok := digestOf[e.QueryDigest]; !ok {
+				t.Fatalf("derived entry %d for a batch no client sent", e.Seq)
+			}
+			derived[e.QueryDigest]++
 		case budget.KindCharge:
 			if _, ok := digestOf[e.QueryDigest]; !ok {
 				t.Fatalf("charge %d for a batch no client sent", e.Seq)
@@ -300,8 +306,8 @@ users:
 		}
 	}
 	for q, as := range lg.answered {
-		if charged[queryDigest(q)] == 0 {
-			t.Errorf("%q was answered %d times but never charged", q, len(as))
+		if charged[queryDigest(q)] == 0 && derived[queryDigest(q)] == 0 {
+			t.Errorf("%q was answered %d times but never charged nor derived", q, len(as))
 		}
 		for _, a := range as[1:] {
 			if a != as[0] {

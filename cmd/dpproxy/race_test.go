@@ -51,6 +51,7 @@ func raceCatalog(src string, n int) string {
 		fmt.Fprintf(&b, `  r%02d:
     source_table: people
     budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    reuse_measurements: false  # every batch is measured: the race is for the budget
     columns:
       sex: {type: categorical, values: [Female, Male]}
 `, i)

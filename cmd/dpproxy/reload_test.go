@@ -23,6 +23,7 @@ sources:
 tables:
   people:
     budget: {total: %v, per_user: %v, default_per_query: 0.1}
+    reuse_measurements: false
     columns:
       sex: {type: categorical, values: [Female, Male]}
 users:

@@ -16,6 +16,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/mysqlfront"
 	"github.com/dpproxy/dpproxy/sources"
 )
@@ -123,6 +124,7 @@ type proxy struct {
 	cat     *catalog.Catalog
 	ledger  *budget.Ledger
 	answers *answers.Store // released answers, for free repeats across restarts
+	measure *measure.Store // released measurements, for answers derived from them
 	hist    *sources.Set
 	live    *engine.Live // the engine; reloads swap its catalog
 	front   *mysqlfront.Server
@@ -142,11 +144,15 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		p.Close()
 		return nil, err
 	}
+	if p.measure, err = measure.Open(ctx, filepath.Join(cf.dataDir, "measurements.sqlite"), cat.Cache.MeasurementBytes()); err != nil {
+		p.Close()
+		return nil, err
+	}
 	if p.hist, err = sources.Open(ctx, cat, sources.Options{DataDir: cf.dataDir, Logger: log}); err != nil {
 		p.Close()
 		return nil, err
 	}
-	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log, Answers: p.answers}))
+	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log, Answers: p.answers, Measurements: p.measure}))
 	if _, err := p.live.SyncLimits(ctx); err != nil { // limits edited while no proxy ran
 		p.Close()
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -202,6 +208,9 @@ func (p *proxy) Close() {
 	}
 	if p.answers != nil {
 		p.answers.Close()
+	}
+	if p.measure != nil {
+		p.measure.Close()
 	}
 	if p.ledger != nil {
 		p.ledger.Close()

@@ -1,0 +1,604 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Answering from what is known. Every measurement a batch makes is stored
+// (package measure) under the table's definition and the source's data
+// version. A later batch over the same version first computes, for every
+// answer, the generalised least-squares estimate from all stored
+// measurements that can join its columns (planner.GLS) and its exact
+// variance. If every answer meets the batch's accuracy — the session's
+// @dp_max_stderr, or without one the variance the batch's own plan would
+// give at the session's ε — the batch is answered from them alone: free,
+// with a zero-cost KindDerived ledger entry naming the measurements.
+// Otherwise the batch's plan is measured at the least ε (ρ) at which the
+// combination of old and new measurements meets that accuracy, and every
+// answer comes from the combined estimate.
+//
+// Covered: batches whose columns' product domain has at most
+// planner.MaxKnownCells cells; stored measurements of Kronecker plans and
+// of direct plans whose aggregates are products of per-column vectors
+// (COUNT, SUM, a WHERE that is a conjunction of per-column conditions);
+// a measurement joins a batch over other columns when the columns it sums
+// out count every row and its factors there have full column rank. Plans
+// of marginal blocks, and direct plans of other aggregates, are measured
+// and answered as before, and not stored.
+
+// dataVersioner is what the engine asks a Counter that knows its sources'
+// data versions (sources.Set does).
+type dataVersioner interface {
+	DataVersion(ctx context.Context, t *catalog.Table) (string, bool, error)
+}
+
+// measureSemantics versions what a stored measurement means.
+const measureSemantics = 1
+
+func digestString(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// tableDef digests what a table's measurements depend on: everything but
+// its budgets.
+func tableDef(t *catalog.Table) string {
+	cp := *t
+	cp.Budget = catalog.Budget{}
+	cp.Columns = nil
+	var b strings.Builder
+	fmt.Fprintf(&b, "measurements %d|%+v", measureSemantics, cp)
+	for _, c := range t.Columns {
+		fmt.Fprintf(&b, "|%+v", *c)
+	}
+	return digestString(b.String())
+}
+
+func measureColumns(w *compile.Workload) []measure.Column {
+	out := make([]measure.Column, len(w.Columns))
+	for j, c := range w.Columns {
+		out[j] = measure.Column{Name: c.Name, Def: digestString(fmt.Sprintf("%+v", *c)), Size: c.Size(),
+			Whole: !c.Drops() || c.DroppedCellIndex() >= 0}
+	}
+	return out
+}
+
+// records describes what plan p measures as stored measurements (with
+// their answers when ans is not nil). all reports whether they carry every
+// noisy answer of the plan, so that the combination of old and new
+// measurements can answer the whole batch.
+func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*measure.Measurement, all bool) {
+	cols := measureColumns(w)
+	sizes := w.Sizes()
+	scale := func(num, den uint64) string { return fmt.Sprintf("%d/%d", num, den) }
+	switch p.Kind {
+	case planner.Kronecker:
+		m := &measure.Measurement{Strategy: p.Name, Columns: cols, Noise: string(p.Options.Noise), Scale: scale(p.NoiseNum, p.NoiseDen), Variance: p.NoiseVariance}
+		for _, f := range p.Factors {
+			r, n := f.A.Dims()
+			m.Rows = append(m.Rows, r)
+			if isIdentity(f) {
+				m.Factors = append(m.Factors, nil)
+				continue
+			}
+			data := make([]float64, 0, r*n)
+			for i := 0; i < r; i++ {
+				for c := 0; c < n; c++ {
+					data = append(data, f.A.At(i, c))
+				}
+			}
+			m.Factors = append(m.Factors, data)
+		}
+		if ans != nil {
+			m.Answers = ans.Raw
+		}
+		return []*measure.Measurement{m}, true
+	case planner.Direct:
+		all = true
+		for q, qu := range w.Queries {
+			for a, agg := range qu.Aggregates {
+				nnum, nden, v := p.NoiseNum, p.NoiseDen, p.NoiseVariance
+				if p.AggNoise != nil {
+					n := p.AggNoise[q][a]
+					nnum, nden, v = n.NoiseNum, n.NoiseDen, n.Variance
+				}
+				if nnum == 0 || !anyLive(qu, a) {
+					continue // zero by construction: exact, nothing to store
+				}
+				if len(agg) != 1 || agg[0].Coef == 0 || !(v > 0) {
+					all = false
+					continue
+				}
+				term, k := agg[0], p.Scale[q][a]
+				m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: scale(nnum, nden), Variance: v / (k * k * term.Coef * term.Coef)}
+				var grouped []int // sorted group columns
+				for j := range w.Columns {
+					group := slices.Contains(qu.GroupCols, j)
+					f := term.Factors[j]
+					if !group && f == nil && cols[j].Whole {
+						continue // summed over: the measurement does not see the column
+					}
+					m.Columns = append(m.Columns, cols[j])
+					n := sizes[j]
+					switch {
+					case group && f == nil:
+						m.Factors, m.Rows = append(m.Factors, nil), append(m.Rows, n)
+					case group:
+						d := make([]float64, n*n)
+						for i := 0; i < n; i++ {
+							d[i*n+i] = f[i]
+						}
+						m.Factors, m.Rows = append(m.Factors, d), append(m.Rows, n)
+					case f == nil:
+						ones := make([]float64, n)
+						for i := range ones {
+							ones[i] = 1
+						}
+						m.Factors, m.Rows = append(m.Factors, ones), append(m.Rows, 1)
+					default:
+						m.Factors, m.Rows = append(m.Factors, append([]float64(nil), f...)), append(m.Rows, 1)
+					}
+					if group {
+						grouped = append(grouped, j)
+					}
+				}
+				if ans != nil {
+					m.Answers = regroup(ans.Values[q][a], qu.GroupCols, grouped, sizes)
+					for i := range m.Answers {
+						m.Answers[i] /= term.Coef
+					}
+				}
+				out = append(out, m)
+			}
+		}
+		return out, all
+	}
+	return nil, false
+}
+
+func anyLive(qu *compile.Query, a int) bool {
+	if qu.Live == nil || qu.Live[a] == nil {
+		return true
+	}
+	return slices.Contains(qu.Live[a], true)
+}
+
+func isIdentity(f *planner.ColumnStrategy) bool {
+	r, n := f.A.Dims()
+	if r != n {
+		return false
+	}
+	for i := 0; i < r; i++ {
+		for c := 0; c < n; c++ {
+			want := 0.0
+			if i == c {
+				want = 1
+			}
+			if f.A.At(i, c) != want {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// regroup reorders v, row-major over the columns from (in that order), to
+// row-major over the same columns in to's order.
+func regroup(v []float64, from, to []int, sizes []int) []float64 {
+	out := make([]float64, len(v))
+	pos := make([]int, len(to)) // position in from of to[k]
+	for k, j := range to {
+		pos[k] = slices.Index(from, j)
+	}
+	coords := make([]int, len(from))
+	for i := range out {
+		r := i
+		for k := len(to) - 1; k >= 0; k-- {
+			coords[pos[k]] = r % sizes[to[k]]
+			r /= sizes[to[k]]
+		}
+		src := 0
+		for k, j := range from {
+			src = src*sizes[j] + coords[k]
+		}
+		out[i] = v[src]
+	}
+	return out
+}
+
+// estimated is every answer of a batch from one estimate: per query, per
+// aggregate, per plain group, the value and its exact variance.
+type estimated struct {
+	vals, vars [][][]float64
+}
+
+// fromEstimate answers every aggregate of w from est; ok is false when
+// some answer that is not zero by construction is not identified.
+func fromEstimate(w *compile.Workload, est *planner.Estimate) (*estimated, bool) {
+	sizes := w.Sizes()
+	n := w.Cells()
+	out := &estimated{}
+	coords := make([]int, len(sizes))
+	for _, qu := range w.Queries {
+		// The plain group of every cell.
+		groupOf := make([]int, n)
+		for c := 0; c < n; c++ {
+			r := c
+			for j := len(sizes) - 1; j >= 0; j-- {
+				coords[j] = r % sizes[j]
+				r /= sizes[j]
+			}
+			g := 0
+			for _, j := range qu.GroupCols {
+				g = g*sizes[j] + coords[j]
+			}
+			groupOf[c] = g
+		}
+		groups := qu.Groups(w)
+		var vals, vars [][]float64
+		for a, agg := range qu.Aggregates {
+			d := planner.Dense(agg, sizes)
+			cells := make([][]int, groups)
+			ws := make([][]float64, groups)
+			for c, x := range d {
+				if x != 0 {
+					g := groupOf[c]
+					cells[g] = append(cells[g], c)
+					ws[g] = append(ws[g], x)
+				}
+			}
+			v, vr := make([]float64, groups), make([]float64, groups)
+			for g := 0; g < groups; g++ {
+				if !qu.IsLive(a, g) || len(cells[g]) == 0 {
+					continue
+				}
+				x, variance, ok := est.Answer(cells[g], ws[g])
+				if !ok {
+					return nil, false
+				}
+				v[g], vr[g] = x, variance
+			}
+			vals, vars = append(vals, v), append(vars, vr)
+		}
+		out.vals, out.vars = append(out.vals, vals), append(out.vars, vars)
+	}
+	return out, true
+}
+
+// measured turns q's estimated answers into what assemble reads, with
+// normal 95% intervals (a combination of several noises).
+func (es *estimated) measured(q int) *measured {
+	m := &measured{vals: es.vals[q], vars: es.vars[q]}
+	for _, vs := range m.vars {
+		h := make([]float64, len(vs))
+		for g, v := range vs {
+			h[g] = z95 * math.Sqrt(v)
+		}
+		m.half = append(m.half, h)
+	}
+	return m
+}
+
+// roundingVariance is what rounding a count to an integer adds to the
+// squared error of an estimate that is not an integer itself (about 1/12
+// for an estimate spread over many units): counts combined from several
+// measurements are, a single measurement's counts are not.
+const roundingVariance = 1.0 / 12
+
+// meets reports whether every live answer's variance plus margin is at
+// most its target's.
+func meets(w *compile.Workload, es *estimated, target func(q, a, g int) float64, margin float64) bool {
+	for q, qu := range w.Queries {
+		for a := range qu.Aggregates {
+			for g, v := range es.vars[q][a] {
+				if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// decision is how a batch will be answered given what is stored.
+type decision struct {
+	version string // the data version; "" when measurements are not kept
+	plan    *planner.Plan
+	cost    budget.Cost
+	stored  int          // measurements stored for this table version
+	old     *planner.GLS // the stored measurements that join the batch; nil when none
+	before  *estimated   // answers from them alone, when identified
+	free    *estimated   // set when the batch is answered from them alone
+	used    *planner.Estimate
+	combine bool       // answers from old and new measurements together
+	after   *estimated // the combination's answers' variances as planned (values meaningless)
+	target  func(q, a, g int) float64
+}
+
+// searchCells bounds the domain on which the least ε is searched for
+// (each step solves the system once); larger batches combine at the
+// batch's ε.
+const searchCells = 400
+
+// decide loads what is stored for t's current data version and decides
+// how w is answered: free, or measured by plan (at the least ε that
+// meets the accuracy when combined with what is stored).
+func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, opt planner.Options, cost budget.Cost, plan *planner.Plan) (*decision, error) {
+	if plan == nil {
+		var err error
+		if plan, err = e.choose(w, opt); err != nil {
+			return nil, err
+		}
+	}
+	d := &decision{plan: plan, cost: cost}
+	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
+	if err != nil {
+		return nil, err
+	}
+	group := make([]int, len(w.Columns))
+	d.target = func(q, a, g int) float64 {
+		if hasTarget {
+			return target * target
+		}
+		qu := w.Queries[q]
+		qu.GroupCells(w, g, group[:len(qu.GroupCols)])
+		return plan.Variance(q, a, group[:len(qu.GroupCols)])
+	}
+	v, ok := e.hist.(dataVersioner)
+	// A table bounded per cell (max_groups, max_rows_per_group) truncates
+	// each histogram for its own cells: measurements over other column
+	// sets are of other tables, and are not combined.
+	if e.measures == nil || !ok || t.NoMeasurementReuse || t.Unit.CellBounded() {
+		return d, nil
+	}
+	version, known, err := v.DataVersion(ctx, t)
+	if err != nil {
+		return nil, e.internal("data version", err)
+	}
+	if !known {
+		return d, nil // a source that cannot tell when its data changes: nothing is kept
+	}
+	d.version = version
+	ms, err := e.measures.Load(ctx, t.Name, tableDef(t), version)
+	if err != nil {
+		e.log.Warn("stored measurements unreadable; measuring anew", "table", t.Name, "err", err)
+		return d, nil
+	}
+	d.stored = len(ms)
+	g, ok := planner.NewGLS(measureColumns(w))
+	if !ok || len(ms) == 0 {
+		return d, nil
+	}
+	for _, m := range ms {
+		g.Add(m, 1)
+	}
+	if g.Empty() {
+		return d, nil
+	}
+	d.old = g
+	if est, ok := g.Solve(); ok {
+		if es, ok := fromEstimate(w, est); ok {
+			d.before = es
+			margin := 0.0
+			if len(est.Used) > 1 {
+				margin = roundingVariance
+			}
+			if meets(w, es, d.target, margin) {
+				d.free, d.used = es, est
+				return d, nil
+			}
+		}
+	}
+	recs, all := records(w, plan, nil)
+	if !all || len(recs) == 0 {
+		return d, nil // the plan's answers cannot all join: measured alone, as without a store
+	}
+	d.combine = true
+	with := func(recs []*measure.Measurement, f float64) (*estimated, bool) {
+		c := g.Clone()
+		for _, r := range recs {
+			if !c.Add(r, f) {
+				return nil, false
+			}
+		}
+		est, ok := c.Solve()
+		if !ok {
+			return nil, false
+		}
+		return fromEstimate(w, est)
+	}
+	full, ok := with(recs, 1)
+	if !ok {
+		d.combine = false
+		return d, nil
+	}
+	d.after = full
+	if !meets(w, full, d.target, roundingVariance) {
+		// Combined, the rounding of the counts would cost more than the
+		// stored measurements add: the new measurement answers alone.
+		d.combine, d.after = false, nil
+		return d, nil
+	}
+	if w.Cells() > searchCells {
+		return d, nil
+	}
+	// The least share f of the plan's information (its noise variance
+	// scaled by 1/f) that still meets the targets, then the plan at that
+	// ε (ρ), checked with its own calibration.
+	lo, hi := 0.0, 1.0
+	for range 14 {
+		mid := (lo + hi) / 2
+		if es, ok := with(recs, mid); ok && meets(w, es, d.target, roundingVariance) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	o := plan.Options
+	if o.Noise == catalog.Gaussian {
+		o.Rho = math.Max(o.Rho*hi*1.04, RhoRange.Min)
+		if o.Rho >= plan.Options.Rho*0.98 {
+			return d, nil
+		}
+	} else {
+		o.Epsilon = math.Max(o.Epsilon*math.Sqrt(hi)*1.02, EpsilonRange.Min)
+		if o.Epsilon >= plan.Options.Epsilon*0.98 {
+			return d, nil
+		}
+	}
+	p2, err := e.choose(w, o)
+	if err != nil {
+		return d, nil // the full plan does
+	}
+	recs2, all2 := records(w, p2, nil)
+	if !all2 {
+		return d, nil
+	}
+	es2, ok := with(recs2, 1)
+	if !ok || !meets(w, es2, d.target, roundingVariance) {
+		return d, nil
+	}
+	d.plan, d.cost, d.after = p2, budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}, es2
+	return d, nil
+}
+
+// derive answers a batch from stored measurements alone: a zero-cost
+// derived ledger entry names them before anything is released.
+//
+// Privacy: every value released is a function of stored measurements
+// only (planner.GLS: a fixed linear map of their noisy answers, then
+// rounding, clamping, HAVING, ORDER BY), each of which was charged in the
+// ledger before its own release (Measurement.LedgerSeq); no histogram is
+// read. Post-processing: it costs nothing, and the derived entry records
+// the release for the audit, not for the budget.
+func (e *Engine) derive(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, d *decision, sts []*parser.Statement) ([]*Result, error) {
+	if _, err := e.ledger.Record(ctx, budget.KindDerived, budget.Charge{
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		Mechanism: "derived", Strategy: usedText(d.used.Used), QueryDigest: digest(sts),
+	}); err != nil {
+		return nil, e.internal("ledger record", err)
+	}
+	out := make([]*Result, len(w.Queries))
+	for q, qu := range w.Queries {
+		out[q] = assemble(w, qu, d.free.measured(q), nil)
+	}
+	return out, nil
+}
+
+// usedText names measurements for the ledger and EXPLAIN (the first 20).
+func usedText(ids []int64) string {
+	var parts []string
+	for k, id := range ids {
+		if k == 20 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-20))
+			break
+		}
+		parts = append(parts, fmt.Sprint(id))
+	}
+	return "generalised least squares over stored measurements " + strings.Join(parts, ", ")
+}
+
+// maxStoredAnswers bounds the answers of one stored measurement: larger
+// ones (a Kronecker plan over a large product domain) are not kept.
+const maxStoredAnswers = 1 << 16
+
+// keep stores what a batch measured, stamped with the charge that paid
+// for it. Storing is best effort: the answers are released either way.
+func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs []*measure.Measurement, seq int64) {
+	if d.version == "" || e.measures == nil || len(recs) == 0 {
+		return
+	}
+	def := tableDef(t)
+	var keep []*measure.Measurement
+	for _, r := range recs {
+		if r.Cells() > maxStoredAnswers {
+			continue
+		}
+		r.Table, r.Def, r.Version, r.LedgerSeq = t.Name, def, d.version, seq
+		keep = append(keep, r)
+	}
+	if err := e.measures.Put(ctx, keep); err != nil {
+		e.log.Warn("measurement not stored", "table", t.Name, "seq", seq, "err", err)
+	}
+}
+
+// explainKnown adds EXPLAIN's rows about stored measurements: how many
+// there are and join, whether the batch is derivable from them, what would
+// be measured at what ε, and each query's standard errors before (from the
+// stored measurements alone), asked for, and after. setCost updates the
+// explanation's cost when it differs from the session's.
+func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCost func(budget.Cost)) {
+	joined := 0
+	if d.old != nil {
+		joined = len(d.old.Used)
+	}
+	switch {
+	case d.version == "":
+		add("stored measurements", "none kept (reuse_measurements: false, or the source cannot tell when its data changes)")
+	case joined == 0:
+		add("stored measurements", fmt.Sprintf("%d for this table and data version; none joins this batch's columns", d.stored))
+	default:
+		add("stored measurements", fmt.Sprintf("%d for this table and data version; %d join this batch's columns: %s", d.stored, joined, strings.TrimPrefix(usedText(d.old.Used), "generalised least squares over stored measurements ")))
+	}
+	sdRange := func(q int, v func(a, g int) float64) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		qu := w.Queries[q]
+		for a := range qu.Aggregates {
+			for g := 0; g < qu.Groups(w); g++ {
+				if qu.IsLive(a, g) {
+					x := math.Sqrt(v(a, g))
+					lo, hi = math.Min(lo, x), math.Max(hi, x)
+				}
+			}
+		}
+		switch {
+		case math.IsInf(lo, 1):
+			return "0 (exact)"
+		case lo == hi || hi-lo < 1e-4*hi:
+			return fmt.Sprintf("%.4g", hi)
+		}
+		return fmt.Sprintf("%.4g..%.4g", lo, hi)
+	}
+	for q := range w.Queries {
+		if d.before != nil {
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), sdRange(q, func(a, g int) float64 { return d.before.vars[q][a][g] }))
+		} else if joined > 0 {
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), "not derivable (they do not determine every answer)")
+		}
+		add(fmt.Sprintf("stderr asked query %d", q+1), sdRange(q, func(a, g int) float64 { return d.target(q, a, g) }))
+	}
+	if d.free != nil {
+		add("derivable from stored measurements", "yes: every answer meets the accuracy asked; answered free, with a zero-cost derived ledger entry")
+		add("would measure", "nothing")
+		setCost(budget.Cost{})
+		return
+	}
+	at := fmt.Sprintf("ε = %.6g", d.plan.Options.Epsilon)
+	if d.plan.Options.Noise == catalog.Gaussian {
+		at = fmt.Sprintf("ρ = %.6g", d.plan.Options.Rho)
+	}
+	if d.combine {
+		add("derivable from stored measurements", "no: some answer misses the accuracy asked")
+		add("would measure", fmt.Sprintf("%s at %s, the least that meets the accuracy combined with the stored measurements", d.plan.Name, at))
+		for q := range w.Queries {
+			add(fmt.Sprintf("stderr after query %d", q+1), sdRange(q, func(a, g int) float64 { return d.after.vars[q][a][g] }))
+		}
+		setCost(d.cost)
+		return
+	}
+	add("would measure", fmt.Sprintf("%s at %s", d.plan.Name, at))
+}

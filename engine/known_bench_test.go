@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/budget"
+)
+
+// dashboardSequence is a sequence of batches an analyst's dashboardSequence sends, one
+// after another.
+var dashboardSequence = []string{
+	"SELECT age, COUNT(*) FROM adult GROUP BY age",
+	"SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+	"SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40",
+	"SELECT FLOOR(age/10)*10 AS decade, COUNT(*) FROM adult GROUP BY decade",
+	"SELECT COUNT(*) FROM adult WHERE sex = 'Female'",
+	"SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex",
+	"SELECT COUNT(*) FROM adult WHERE age >= 65",
+	"SELECT sex, COUNT(*) FROM adult WHERE age < 30 GROUP BY sex",
+	"SELECT COUNT(*) FROM adult",
+	"SELECT education, COUNT(*) FROM adult GROUP BY education",
+	"SELECT COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters', 'Doctorate')",
+}
+
+// runDashboard answers the dashboardSequence on a fresh engine (its own ledger, no
+// stored answers; stored measurements unless alone) and returns the ε
+// charged and every count of every answer (the last column).
+func runDashboard(b testing.TB, f *fixture, vars map[string]any, alone bool) (float64, [][]float64) {
+	ctx := context.Background()
+	l, err := budget.Open(ctx, filepath.Join(b.TempDir(), "ledger.sqlite"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	cfg := f.cfg
+	cfg.Ledger = l
+	eng := New(cfg)
+	if alone {
+		eng.measures = nil
+	}
+	s := session("analyst", vars)
+	var out [][]float64
+	for _, q := range dashboardSequence {
+		rs, err := eng.Answer(ctx, s, []string{q})
+		if err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+		rows := rs[0].AllRows()
+		v := make([]float64, len(rows))
+		for i, r := range rows {
+			v[i], _ = toFloat(r[len(r)-1])
+		}
+		out = append(out, v)
+	}
+	es, err := l.Entries(ctx, budget.Filter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eps := 0.0
+	for _, e := range es {
+		eps += budget.EpsilonFor(e.Cost, 0)
+	}
+	return eps, out
+}
+
+// BenchmarkDashboardReuse answers the dashboardSequence twice per iteration on the
+// same data: with stored measurements (each batch first answered from what
+// earlier ones measured, then measured at the least ε that meets the
+// accuracy) and one batch at a time as without them. It reports the ε
+// each spends and the mean squared error of every count against the truth
+// (the same dashboardSequence at ε = 100, where the discrete Laplace noise is zero
+// but for probability 2e^(−100) per draw). Accuracy is the session's ε
+// (each answer as accurate as its batch measured alone at that ε) or a
+// target standard error; catalogs drop NULL ages and sexes (as the demo)
+// or keep them in a cell (so GROUP BYs over them sum to the total).
+//
+//	go test ./engine/ -run '^$' -bench DashboardReuse -benchtime 20x
+func BenchmarkDashboardReuse(b *testing.B) {
+	for _, cat := range []struct{ name, yaml string }{{"drop", knownCatalog}, {"nullcell", wholeKnownCatalog}} {
+		f := newFixtureCatalog(b, cat.yaml)
+		_, truth := runDashboard(b, f, map[string]any{"dp_epsilon": 100.0}, true)
+		for _, acc := range []struct {
+			name string
+			vars map[string]any
+		}{{"epsilon1", map[string]any{"dp_epsilon": 1.0}}, {"stderr5", map[string]any{"dp_max_stderr": 5.0}}} {
+			b.Run(cat.name+"/"+acc.name, func(b *testing.B) {
+				var eps [2]float64
+				var sq [2]float64
+				var n [2]int
+				for i := 0; i < b.N; i++ {
+					for mode, alone := range []bool{false, true} {
+						e, got := runDashboard(b, f, acc.vars, alone)
+						eps[mode] += e
+						for k := range got {
+							for g := range got[k] {
+								d := got[k][g] - truth[k][g]
+								sq[mode] += d * d
+								n[mode]++
+							}
+						}
+					}
+				}
+				b.ReportMetric(eps[0]/float64(b.N), "eps_stored")
+				b.ReportMetric(eps[1]/float64(b.N), "eps_alone")
+				b.ReportMetric(sq[0]/float64(n[0]), "mse_stored")
+				b.ReportMetric(sq[1]/float64(n[1]), "mse_alone")
+				if eps[0] >= eps[1] || math.IsNaN(sq[0]) {
+					b.Errorf("stored measurements spent ε %g, alone %g", eps[0], eps[1])
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/budget"
+)
+
+// knownCatalog allows ε = 100, at which the discrete Laplace noise is
+// zero but for probability about 2e^(−100): answers equal the truth.
+var knownCatalog = strings.Replace(testCatalog, "max_per_query: 5", "max_per_query: 100", 1)
+
+func num(t *testing.T, r *Result, row, col int) float64 {
+	t.Helper()
+	v, ok := toFloat(r.AllRows()[row][col])
+	if !ok {
+		t.Fatalf("row %d column %d: %v", row, col, r.AllRows()[row][col])
+	}
+	return v
+}
+
+func lastEntry(t *testing.T, f *fixture) budget.Entry {
+	t.Helper()
+	es := f.entries(t)
+	return es[len(es)-1]
+}
+
+// TestDerivedRangeAfterGroupBy: a range count after the GROUP BY over its
+// column is answered from the stored measurement, free, equal (with zero
+// noise) to the truth; a derived ledger entry names the measurement, and
+// the ledger verifies.
+func TestDerivedRangeAfterGroupBy(t *testing.T) {
+	f := newFixtureCatalog(t, knownCatalog)
+	vars := map[string]any{"dp_epsilon": 100.0}
+	s := session("analyst", vars)
+	by := f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	if by.Len() != 74 || lastEntry(t, f).Kind != budget.KindCharge {
+		t.Fatalf("GROUP BY: %d rows, last entry %+v", by.Len(), lastEntry(t, f))
+	}
+	n := len(f.entries(t))
+	vars["dp_max_stderr"] = 1.0
+	r := f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40")
+	e := lastEntry(t, f)
+	if len(f.entries(t)) != n+1 || e.Kind != budget.KindDerived || !e.Cost.IsZero() || !strings.Contains(e.Strategy, "measurements 1") {
+		t.Fatalf("range count: entry %+v", e)
+	}
+	truth := float64(sqlCount(t, f.data, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40"))
+	if got := num(t, r, 0, 0); got != truth {
+		t.Fatalf("derived range count %g, truth %g", got, truth)
+	}
+	// The same range under other groupings and a coarser GROUP BY.
+	r = f.answer(t, s, "SELECT age >= 50 AS older, COUNT(*) FROM adult GROUP BY older")
+	if lastEntry(t, f).Kind != budget.KindDerived {
+		t.Fatalf("coarser GROUP BY: %+v", lastEntry(t, f))
+	}
+	older := float64(sqlCount(t, f.data, "SELECT COUNT(*) FROM adult WHERE age >= 50 AND age <= 90"))
+	if got := num(t, r, 1, 1); got != older {
+		t.Fatalf("older: %g, truth %g (%v)", got, older, r.AllRows())
+	}
+	// A column not measured is not derivable: measured and charged.
+	f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex")
+	if e := lastEntry(t, f); e.Kind != budget.KindCharge {
+		t.Fatalf("sex: %+v", e)
+	}
+	if err := f.ledger.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupByAndItsTotalAgree: groups from one measurement and the count
+// over all of them are one estimate (before rounding each count).
+func TestGroupByAndItsTotalAgree(t *testing.T) {
+	f := newFixtureCatalog(t, testCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	by := f.answer(t, s, "SELECT education, DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult GROUP BY education")
+	vars["dp_max_stderr"] = 10.0
+	total := f.answer(t, s, "SELECT DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult WHERE education IS NOT NULL")
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("total: %+v", e)
+	}
+	agree(t, total, by)
+}
+
+// agree checks that the estimate at the middle of total's interval is the
+// sum of the groups' (the shown counts are each rounded and clamped at
+// zero, so they may not add up; the estimates do).
+func agree(t *testing.T, total, groups *Result) {
+	t.Helper()
+	mid := func(r *Result, row, col int) float64 { return (num(t, r, row, col) + num(t, r, row, col+1)) / 2 }
+	sum := 0.0
+	for i := 0; i < groups.Len(); i++ {
+		sum += mid(groups, i, 1)
+	}
+	if got := mid(total, 0, 0); math.Abs(got-sum) > 1e-3*float64(groups.Len()) {
+		t.Fatalf("total %g, groups sum to %g", got, sum)
+	}
+}
+
+// wholeCatalog keeps NULL and unknown values of age and sex in cells of
+// their own, so a GROUP BY over them counts every row: measurements over
+// (age) then inform (age, sex), and a GROUP BY sums to the table's total.
+var wholeCatalog = strings.NewReplacer(
+	"age: {type: integer, min: 17, max: 90}", "age: {type: integer, min: 17, max: 90, null: cell}",
+	"sex: {type: categorical, values: [Female, Male]}", "sex: {type: categorical, values: [Female, Male], null: cell, out_of_domain: other}",
+).Replace(testCatalog)
+
+var wholeKnownCatalog = strings.Replace(wholeCatalog, "max_per_query: 5", "max_per_query: 100", 1)
+
+// TestSpendOnlyOnWhatIsNew: without a target, a batch that stored
+// measurements inform is measured at a smaller ε and answered from the
+// combination, at least as accurately as the plan alone at the session ε.
+func TestSpendOnlyOnWhatIsNew(t *testing.T) {
+	f := newFixtureCatalog(t, wholeCatalog)
+	s := session("analyst", map[string]any{"dp_epsilon": 1.0})
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	ex := fmt.Sprint(f.answer(t, s, "EXPLAIN SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex").AllRows())
+	for _, want := range []string{"derivable from stored measurements no", "the least that meets the accuracy combined with the stored measurements", "stderr after query 1"} {
+		if !strings.Contains(ex, want) {
+			t.Fatalf("EXPLAIN lacks %q:\n%s", want, ex)
+		}
+	}
+	f.answer(t, s, "SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex")
+	e := lastEntry(t, f)
+	if e.Kind != budget.KindCharge || e.Cost.Epsilon >= 0.95 || e.Cost.Epsilon < 0.5 || !strings.Contains(e.Strategy, "stored measurements 1") {
+		t.Fatalf("age × sex: %+v", e)
+	}
+	// The total of a GROUP BY over columns that count every row is free
+	// under a target it meets, and agrees with the groups.
+	s.UserVar = func(n string) (any, bool) {
+		v, ok := map[string]any{"dp_epsilon": 1.0, "dp_max_stderr": 30.0}[n]
+		return v, ok
+	}
+	total := f.answer(t, s, "SELECT DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult")
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("total: %+v", e)
+	}
+	bySex := f.answer(t, s, "SELECT sex, DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult GROUP BY sex")
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("by sex: %+v", e)
+	}
+	agree(t, total, bySex)
+	// EXPLAIN says so before anything is spent: age from the measurements
+	// of (age) and (age, sex) together is more accurate than age measured
+	// alone at ε = 1, so the batch is free; running it agrees.
+	vars := map[string]any{"dp_epsilon": 1.0}
+	const q = "SELECT age, COUNT(*) FROM adult WHERE age > 20 GROUP BY age"
+	r := f.answer(t, session("analyst", vars), "EXPLAIN "+q)
+	text := fmt.Sprint(r.AllRows())
+	for _, want := range []string{"stored measurements 2", "stderr from stored measurements query 1", "stderr asked query 1", "derivable from stored measurements yes", "epsilon charged if run 0"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("EXPLAIN lacks %q:\n%s", want, text)
+		}
+	}
+	f.answer(t, session("analyst", vars), q)
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("%s: %+v", q, e)
+	}
+}
+
+// TestDerivedZeroNoiseEqualsTruth: with zero noise (ε = 100), answers
+// derived from direct measurements of GROUP BYs written in any column
+// order, of SUMs, and from Kronecker plans equal the truth.
+func TestDerivedZeroNoiseEqualsTruth(t *testing.T) {
+	f := newFixtureCatalog(t, knownCatalog)
+	vars := map[string]any{"dp_epsilon": 100.0}
+	s := session("analyst", vars)
+	f.answer(t, s, "SELECT sex, age, COUNT(*) FROM adult GROUP BY sex, age")
+	f.answer(t, s, "SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex")
+	f.answer(t, s, "SELECT education, COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters') OR education = 'Doctorate' GROUP BY education")
+	vars["dp_max_stderr"] = 1.0
+	for _, tc := range []struct{ dp, sql string }{
+		{"SELECT COUNT(*) FROM adult WHERE age = 30 AND sex = 'Male'", ""},
+		{"SELECT COUNT(*) FROM adult WHERE age BETWEEN 20 AND 29 AND sex = 'Female'", ""},
+		{"SELECT SUM(hours_per_week) FROM adult WHERE sex = 'Male'", "SELECT SUM(hours_per_week) FROM adult WHERE sex = 'Male' AND hours_per_week IS NOT NULL"},
+		{"SELECT COUNT(*) FROM adult WHERE education = 'Masters'", ""},
+	} {
+		n := len(f.entries(t))
+		r := f.answer(t, s, tc.dp)
+		if es := f.entries(t); len(es) != n+1 || es[n].Kind != budget.KindDerived {
+			t.Fatalf("%s: not derived: %+v", tc.dp, es[n:])
+		}
+		want := tc.sql
+		if want == "" {
+			want = tc.dp
+		}
+		if got, truth := num(t, r, 0, 0), float64(sqlCount(t, f.data, want)); got != truth {
+			t.Fatalf("%s = %g, truth %g", tc.dp, got, truth)
+		}
+	}
+}
+
+// TestReuseMeasurementsOff: with reuse_measurements: false every batch that
+// is not a repeat is measured and charged.
+func TestReuseMeasurementsOff(t *testing.T) {
+	f := newFixtureCatalog(t, strings.Replace(knownCatalog, "    noise: laplace\n", "    noise: laplace\n    reuse_measurements: false\n", 1))
+	s := session("analyst", map[string]any{"dp_epsilon": 1.0, "dp_max_stderr": 100.0})
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40")
+	for _, e := range f.entries(t) {
+		if e.Kind != budget.KindCharge {
+			t.Fatalf("entry %+v", e)
+		}
+	}
+	if n := len(f.entries(t)); n != 2 {
+		t.Fatalf("%d entries", n)
+	}
+}
+
+// TestDerivedRepeatIsStoredAnswer: a derived answer is stored like any
+// other: its repeat is the same answer, with a reuse entry, even after a
+// new measurement has refined the estimate.
+func TestDerivedRepeatIsStoredAnswer(t *testing.T) {
+	f := newFixtureCatalog(t, testCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	vars["dp_max_stderr"] = 10.0
+	const q = "SELECT COUNT(*), DP_CI_LOW(COUNT(*)) FROM adult WHERE age BETWEEN 30 AND 40"
+	first := fmt.Sprint(f.answer(t, s, q).AllRows())
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("first: %+v", e)
+	}
+	delete(vars, "dp_max_stderr")
+	vars["dp_epsilon"] = 2.0
+	f.answer(t, s, "SELECT age, COUNT(*) AS n FROM adult WHERE age >= 30 GROUP BY age")
+	if e := lastEntry(t, f); e.Kind != budget.KindCharge {
+		t.Fatalf("another measurement of age: %+v", e)
+	}
+	vars["dp_epsilon"], vars["dp_max_stderr"] = 1.0, 10.0
+	if again := fmt.Sprint(f.answer(t, s, "select count(*), dp_ci_low(count(*))  from adult where age between 30 and 40").AllRows()); again != first {
+		t.Fatalf("repeat %s, first %s", again, first)
+	}
+	if err := f.ledger.FlushReuses(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	es := f.entries(t)
+	if e := es[len(es)-1]; e.Kind != budget.KindReuse {
+		t.Fatalf("repeat: %+v", e)
+	}
+}

@@ -1,0 +1,83 @@
+package measure
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Column is one axis of a measurement: a table column as the batch that
+// measured it saw it.
+type Column struct {
+	Name string `json:"name"`
+	// Def is a digest of the column's definition (domain, policies,
+	// dropped cell): a measurement answers a batch over this column only
+	// when the batch's column has the same Def.
+	Def  string `json:"def"`
+	Size int    `json:"size"`
+	// Whole reports whether the column's cells count every row of the
+	// table (it drops nothing, or keeps the dropped rows in a cell of
+	// their own): only then does summing a measurement over it give the
+	// counts over its other columns.
+	Whole bool `json:"whole"`
+}
+
+// Measurement is one stored release: Answers = (⊗_j Factors[j])·x + Z,
+// x the table's histogram over Columns (row-major, last column fastest),
+// Z independent noise of variance Variance per answer.
+type Measurement struct {
+	ID        int64  `json:"id"` // assigned by Store.Put
+	Table     string `json:"table"`
+	Def       string `json:"def"`     // digest of the table's definition
+	Version   string `json:"version"` // the source's data version
+	LedgerSeq int64  `json:"ledger_seq"`
+	// Strategy names the plan that measured it, for people.
+	Strategy string   `json:"strategy"`
+	Columns  []Column `json:"columns"`
+	// Factors[j] is Rows[j] × Columns[j].Size, row-major; nil is the
+	// identity (Rows[j] = Size).
+	Factors [][]float64 `json:"factors"`
+	Rows    []int       `json:"rows"`
+	// Answers are row-major over Rows, in the units of Factors (an
+	// integer strategy scaled to integers by k is stored divided by k,
+	// its variance by k²).
+	Answers  []float64 `json:"answers"`
+	Noise    string    `json:"noise"` // "laplace" or "gaussian"
+	Scale    string    `json:"scale"` // the sampler's parameter as drawn, num/den (Laplace t, Gaussian σ²)
+	Variance float64   `json:"variance"`
+	Time     time.Time `json:"time"`
+}
+
+// Cells is the number of answers the factors give.
+func (m *Measurement) Cells() int {
+	n := 1
+	for _, r := range m.Rows {
+		n *= r
+	}
+	return n
+}
+
+// Check reports whether m is well formed.
+func (m *Measurement) Check() error {
+	if len(m.Factors) != len(m.Columns) || len(m.Rows) != len(m.Columns) {
+		return fmt.Errorf("measure: %d columns, %d factors, %d row counts", len(m.Columns), len(m.Factors), len(m.Rows))
+	}
+	for j, f := range m.Factors {
+		if m.Columns[j].Size <= 0 || m.Rows[j] <= 0 {
+			return fmt.Errorf("measure: column %s: %d rows over %d cells", m.Columns[j].Name, m.Rows[j], m.Columns[j].Size)
+		}
+		if f == nil && m.Rows[j] != m.Columns[j].Size {
+			return fmt.Errorf("measure: column %s: identity with %d rows over %d cells", m.Columns[j].Name, m.Rows[j], m.Columns[j].Size)
+		}
+		if f != nil && len(f) != m.Rows[j]*m.Columns[j].Size {
+			return fmt.Errorf("measure: column %s: factor of %d entries, want %d×%d", m.Columns[j].Name, len(f), m.Rows[j], m.Columns[j].Size)
+		}
+	}
+	if m.Answers != nil && len(m.Answers) != m.Cells() {
+		return fmt.Errorf("measure: %d answers, want %d", len(m.Answers), m.Cells())
+	}
+	if !(m.Variance > 0) || math.IsInf(m.Variance, 0) {
+		return fmt.Errorf("measure: noise variance %g", m.Variance)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package measure
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// Store keeps measurements in a SQLite file, at most MaxBytes of encoded
+// measurements: Put forgets the oldest past the bound. It is safe for
+// concurrent use, and several processes may share one file.
+type Store struct {
+	db       *sql.DB
+	maxBytes int64
+
+	// cache keeps decoded measurements per key, so a batch reads only the
+	// measurements stored since the last; at most maxBytes of encodings
+	// (or maxCacheBytes; past that it starts afresh). Measurements another process forgot
+	// may stay here: they remain valid measurements of that version.
+	mu     sync.Mutex
+	cache  map[string]*cached
+	cached int64
+}
+
+// maxCacheBytes bounds the decoded measurements kept in memory.
+const maxCacheBytes = 64 << 20
+
+type cached struct {
+	ms   []*Measurement
+	last int64 // the largest ID read
+}
+
+// DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
+const DefaultMaxBytes = 256 << 20
+
+const schema = `
+CREATE TABLE IF NOT EXISTS measurements (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	table_name TEXT NOT NULL,
+	def        TEXT NOT NULL,
+	version    TEXT NOT NULL,
+	ledger_seq INTEGER NOT NULL,
+	bytes      INTEGER NOT NULL,
+	body       BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS measurements_key ON measurements (table_name, def, version);`
+
+// Open opens (creating if needed) the store at path; path "" keeps the
+// measurements in memory for the life of the Store. maxBytes ≤ 0 means
+// DefaultMaxBytes.
+func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	uri := "file::memory:"
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("measure: open %s: %w", path, err)
+		}
+		uri = "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
+			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	}
+	db, err := sql.Open("sqlite", uri)
+	if err != nil {
+		return nil, fmt.Errorf("measure: open %s: %w", path, err)
+	}
+	if path == "" {
+		db.SetMaxOpenConns(1) // one in-memory database, not one per connection
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("measure: open %s: %w", path, err)
+	}
+	return &Store{db: db, maxBytes: maxBytes, cache: map[string]*cached{}}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Put stores ms (setting their IDs) and forgets the oldest measurements
+// while the store holds more than its bound. A measurement larger than the
+// bound alone is not stored (its ID stays 0).
+func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("measure: put: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	for _, m := range ms {
+		if err := m.Check(); err != nil {
+			return err
+		}
+		if m.Time.IsZero() {
+			m.Time = time.Now().UTC()
+		}
+		m.ID = 0
+		body, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("measure: put: %w", err)
+		}
+		if int64(len(body)) > s.maxBytes {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, "INSERT INTO measurements (table_name, def, version, ledger_seq, bytes, body) VALUES (?, ?, ?, ?, ?, ?)",
+			m.Table, m.Def, m.Version, m.LedgerSeq, len(body), body)
+		if err != nil {
+			return fmt.Errorf("measure: put: %w", err)
+		}
+		if m.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("measure: put: %w", err)
+		}
+	}
+	// Forget the oldest past the bound.
+	var total int64
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(bytes), 0) FROM measurements").Scan(&total); err != nil {
+		return fmt.Errorf("measure: put: %w", err)
+	}
+	for total > s.maxBytes {
+		var id, n int64
+		if err := tx.QueryRowContext(ctx, "SELECT id, bytes FROM measurements ORDER BY id LIMIT 1").Scan(&id, &n); err != nil {
+			return fmt.Errorf("measure: put: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM measurements WHERE id = ?", id); err != nil {
+			return fmt.Errorf("measure: put: %w", err)
+		}
+		total -= n
+		for _, m := range ms {
+			if m.ID == id {
+				m.ID = 0
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("measure: put: %w", err)
+	}
+	return nil
+}
+
+// Load returns the measurements of one table definition and data
+// version, oldest first. The measurements are shared: callers must not
+// modify them.
+func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measurement, error) {
+	key := table + "\x00" + def + "\x00" + version
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cache[key]
+	if c == nil {
+		c = &cached{}
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, bytes, body FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? ORDER BY id", table, def, version, c.last)
+	if err != nil {
+		return nil, fmt.Errorf("measure: load: %w", err)
+	}
+	defer rows.Close()
+	var added int64
+	fresh := append([]*Measurement(nil), c.ms...)
+	last := c.last
+	for rows.Next() {
+		var id, n int64
+		var body []byte
+		if err := rows.Scan(&id, &n, &body); err != nil {
+			return nil, fmt.Errorf("measure: load: %w", err)
+		}
+		m := &Measurement{}
+		if err := json.Unmarshal(body, m); err != nil {
+			return nil, fmt.Errorf("measure: load %d: %w", id, err)
+		}
+		m.ID = id
+		if err := m.Check(); err != nil {
+			return nil, fmt.Errorf("measure: load %d: %w", id, err)
+		}
+		fresh = append(fresh, m)
+		last, added = id, added+n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("measure: load: %w", err)
+	}
+	if s.cached+added > min(s.maxBytes, maxCacheBytes) {
+		s.cache, s.cached = map[string]*cached{}, 0
+	}
+	s.cache[key] = &cached{ms: fresh, last: last}
+	s.cached += added
+	return fresh, nil
+}
+
+// Bytes is the size of the stored measurements' encodings.
+func (s *Store) Bytes(ctx context.Context) (int64, error) {
+	var total int64
+	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(bytes), 0) FROM measurements").Scan(&total)
+	return total, err
+}

@@ -1,0 +1,429 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpproxy/dpproxy/measure"
+	"gonum.org/v1/gonum/mat"
+)
+
+// MaxKnownCells bounds the domain over which stored measurements are
+// combined: the generalised least-squares system is dense over the batch's
+// own columns (never the table's product domain), so a batch over more
+// cells is measured as if nothing were stored.
+const MaxKnownCells = 1024
+
+// maxEigenCells bounds the domain on which a rank-deficient system is
+// solved by eigendecomposition (what the stored measurements identify
+// when they do not identify every cell).
+const maxEigenCells = 256
+
+// GLS accumulates the information stored measurements carry about the
+// histogram x over a batch's columns S, for the generalised
+// least-squares estimate x̂ = J⁺b with J = Σ_m P_mᵀ A_mᵀ A_m P_m / σ_m²
+// and b = Σ_m P_mᵀ A_mᵀ y_m / σ_m², whose covariance is exactly J⁺ (each
+// measurement's noise independent, of variance σ_m² per answer). A
+// measurement over columns C joins with the part T = C ∩ S: it is first
+// summed over its columns outside S (see marginalise), which needs those
+// columns whole and their factors of full column rank, and it observes
+// P_m x, x summed over S's columns outside T, which needs those whole.
+//
+// Every estimate it gives is post-processing of released answers: it
+// costs nothing.
+type GLS struct {
+	Columns []measure.Column
+	sizes   []int
+	n       int
+	j       *mat.SymDense
+	b       []float64
+	// Used lists the measurements added, by ID.
+	Used []int64
+}
+
+// NewGLS starts an empty system over cols (in table order); ok is false
+// when their domain exceeds MaxKnownCells.
+func NewGLS(cols []measure.Column) (*GLS, bool) {
+	n := 1
+	sizes := make([]int, len(cols))
+	for k, c := range cols {
+		sizes[k] = c.Size
+		n *= c.Size
+		if n > MaxKnownCells {
+			return nil, false
+		}
+	}
+	return &GLS{Columns: cols, sizes: sizes, n: n, j: mat.NewSymDense(n, nil), b: make([]float64, n)}, true
+}
+
+// Clone returns an independent copy.
+func (g *GLS) Clone() *GLS {
+	cp := *g
+	cp.j = mat.NewSymDense(g.n, nil)
+	cp.j.CopySym(g.j)
+	cp.b = append([]float64(nil), g.b...)
+	cp.Used = append([]int64(nil), g.Used...)
+	return &cp
+}
+
+// Empty reports whether nothing was added.
+func (g *GLS) Empty() bool { return len(g.Used) == 0 }
+
+// Add adds m's information, weighted by weight (1 for the measurement as
+// made; a planned measurement's structure may be added at another scale
+// before it is made, with m.Answers nil). It reports false, adding
+// nothing, when m cannot join (see GLS).
+func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
+	if err := m.Check(); err != nil {
+		return false
+	}
+	// Map S's columns to m's.
+	inT := make([]int, len(g.Columns)) // S column -> index in m.Columns, -1 if absent
+	for k, c := range g.Columns {
+		inT[k] = -1
+		for i, mc := range m.Columns {
+			if mc.Name == c.Name {
+				if mc.Def != c.Def || mc.Size != c.Size {
+					return false
+				}
+				inT[k] = i
+			}
+		}
+		if inT[k] < 0 && !c.Whole {
+			return false
+		}
+	}
+	keep := make([]bool, len(m.Columns))
+	for _, i := range inT {
+		if i >= 0 {
+			keep[i] = true
+		}
+	}
+	factors, rows, y, variance, ok := marginalise(m, keep)
+	if !ok {
+		return false
+	}
+	// K = ⊗ A_jᵀA_j and a = (⊗ A_jᵀ) y over T's cells.
+	var tSizes []int
+	k := []float64{1}
+	for i, f := range factors {
+		n := m.Columns[i].Size
+		if !keep[i] {
+			continue
+		}
+		tSizes = append(tSizes, n)
+		k = kron(k, gram(f, rows[i], n), n)
+	}
+	tCells := 1
+	for _, n := range tSizes {
+		tCells *= n
+	}
+	var a []float64
+	if y != nil {
+		a = y
+		shape := append([]int(nil), rowsKept(rows, keep)...)
+		t := 0
+		for i, f := range factors {
+			if !keep[i] {
+				continue
+			}
+			a, shape = modeApplyT(a, shape, t, f, rows[i], m.Columns[i].Size)
+			t++
+		}
+	}
+	// Scatter into S: cell s of S maps to cell π(s) of T.
+	pi := make([]int, g.n)
+	coords := make([]int, len(g.sizes))
+	for s := 0; s < g.n; s++ {
+		r := s
+		for k := len(g.sizes) - 1; k >= 0; k-- {
+			coords[k] = r % g.sizes[k]
+			r /= g.sizes[k]
+		}
+		idx := 0
+		for k := range g.sizes {
+			if inT[k] >= 0 {
+				idx = idx*g.sizes[k] + coords[k]
+			}
+		}
+		pi[s] = idx
+	}
+	w := weight / variance
+	for s := 0; s < g.n; s++ {
+		row := k[pi[s]*tCells : (pi[s]+1)*tCells]
+		for s2 := s; s2 < g.n; s2++ {
+			if v := row[pi[s2]]; v != 0 {
+				g.j.SetSym(s, s2, g.j.At(s, s2)+w*v)
+			}
+		}
+		if a != nil {
+			g.b[s] += w * a[pi[s]]
+		}
+	}
+	g.Used = append(g.Used, m.ID)
+	return true
+}
+
+func rowsKept(rows []int, keep []bool) []int {
+	var out []int
+	for i, r := range rows {
+		if keep[i] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// marginalise sums m over its columns not kept: with A_j of full column
+// rank, u_j = A_j(A_jᵀA_j)⁻¹1 gives u_jᵀA_j = 1ᵀ, so contracting the
+// answers with u_j along mode j observes x summed over column j, with the
+// noise variance multiplied by u_jᵀu_j = 1ᵀ(A_jᵀA_j)⁻¹1. It returns the
+// kept factors (others nil), the row counts, the contracted answers (nil
+// when m has none) and the new noise variance.
+func marginalise(m *measure.Measurement, keep []bool) (factors [][]float64, rows []int, y []float64, variance float64, ok bool) {
+	factors = append([][]float64(nil), m.Factors...)
+	rows = append([]int(nil), m.Rows...)
+	y = m.Answers
+	variance = m.Variance
+	shape := append([]int(nil), m.Rows...)
+	for i := len(m.Columns) - 1; i >= 0; i-- {
+		if keep[i] {
+			continue
+		}
+		if !m.Columns[i].Whole {
+			return nil, nil, nil, 0, false
+		}
+		n := m.Columns[i].Size
+		var u []float64
+		var c float64
+		if m.Factors[i] == nil {
+			u = make([]float64, n)
+			for r := range u {
+				u[r] = 1
+			}
+			c = float64(n)
+		} else {
+			a := mat.NewDense(m.Rows[i], n, m.Factors[i])
+			var ata mat.SymDense
+			ata.SymOuterK(1, a.T())
+			var chol mat.Cholesky
+			if m.Rows[i] < n || !chol.Factorize(&ata) {
+				return nil, nil, nil, 0, false
+			}
+			ones := mat.NewVecDense(n, nil)
+			for r := 0; r < n; r++ {
+				ones.SetVec(r, 1)
+			}
+			var gOnes mat.VecDense
+			if err := chol.SolveVecTo(&gOnes, ones); err != nil {
+				return nil, nil, nil, 0, false
+			}
+			c = mat.Dot(ones, &gOnes)
+			var uv mat.VecDense
+			uv.MulVec(a, &gOnes)
+			u = uv.RawVector().Data
+		}
+		if y != nil {
+			y, shape = contract(y, shape, i, u)
+		} else {
+			shape[i] = 1
+		}
+		variance *= c
+		rows[i] = 1
+		factors[i] = nil
+	}
+	return factors, rows, y, variance, true
+}
+
+// contract sums tensor t (row-major over shape) along mode j against u.
+func contract(t []float64, shape []int, j int, u []float64) ([]float64, []int) {
+	left, right := 1, 1
+	for k := 0; k < j; k++ {
+		left *= shape[k]
+	}
+	for k := j + 1; k < len(shape); k++ {
+		right *= shape[k]
+	}
+	n := shape[j]
+	out := make([]float64, left*right)
+	for l := 0; l < left; l++ {
+		for i := 0; i < n; i++ {
+			base := (l*n + i) * right
+			for r := 0; r < right; r++ {
+				out[l*right+r] += u[i] * t[base+r]
+			}
+		}
+	}
+	ns := append([]int(nil), shape...)
+	ns[j] = 1
+	return out, ns
+}
+
+// modeApplyT applies Aᵀ (A rows × n, row-major; nil the identity) to
+// tensor t along mode j.
+func modeApplyT(t []float64, shape []int, j int, a []float64, rows, n int) ([]float64, []int) {
+	ns := append([]int(nil), shape...)
+	ns[j] = n
+	if a == nil {
+		return t, ns
+	}
+	left, right := 1, 1
+	for k := 0; k < j; k++ {
+		left *= shape[k]
+	}
+	for k := j + 1; k < len(shape); k++ {
+		right *= shape[k]
+	}
+	out := make([]float64, left*n*right)
+	for l := 0; l < left; l++ {
+		for i := 0; i < rows; i++ {
+			src := t[(l*rows+i)*right : (l*rows+i+1)*right]
+			for c := 0; c < n; c++ {
+				v := a[i*n+c]
+				if v == 0 {
+					continue
+				}
+				dst := out[(l*n+c)*right : (l*n+c+1)*right]
+				for r := range dst {
+					dst[r] += v * src[r]
+				}
+			}
+		}
+	}
+	return out, ns
+}
+
+// gram is AᵀA (n × n, row-major) for A rows × n (nil: the identity).
+func gram(a []float64, rows, n int) []float64 {
+	out := make([]float64, n*n)
+	if a == nil {
+		for i := 0; i < n; i++ {
+			out[i*n+i] = 1
+		}
+		return out
+	}
+	for r := 0; r < rows; r++ {
+		row := a[r*n : (r+1)*n]
+		for i, vi := range row {
+			if vi == 0 {
+				continue
+			}
+			for k, vk := range row {
+				out[i*n+k] += vi * vk
+			}
+		}
+	}
+	return out
+}
+
+// kron is the Kronecker product of a (m × m) and b (n × n), row-major.
+func kron(a []float64, b []float64, n int) []float64 {
+	m := int(math.Round(math.Sqrt(float64(len(a)))))
+	out := make([]float64, m*n*m*n)
+	for i := 0; i < m; i++ {
+		for k := 0; k < m; k++ {
+			v := a[i*m+k]
+			if v == 0 {
+				continue
+			}
+			for p := 0; p < n; p++ {
+				for q := 0; q < n; q++ {
+					out[(i*n+p)*(m*n)+k*n+q] = v * b[p*n+q]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Estimate is the solved system: the GLS estimate of x over the batch's
+// columns and its covariance, with the directions the measurements do not
+// identify.
+type Estimate struct {
+	X     []float64
+	Cov   *mat.SymDense
+	null  []*mat.VecDense // a basis of J's null space (empty when J is invertible)
+	scale float64         // J's largest eigenvalue, for the identifiability tolerance
+	Used  []int64
+}
+
+// Solve returns the estimate; ok is false when the system has no
+// information, or is singular over more than maxEigenCells cells.
+func (g *GLS) Solve() (*Estimate, bool) {
+	if g.Empty() {
+		return nil, false
+	}
+	est := &Estimate{Used: g.Used}
+	var chol mat.Cholesky
+	if chol.Factorize(g.j) {
+		cov := mat.NewSymDense(g.n, nil)
+		if err := chol.InverseTo(cov); err == nil && chol.Cond() < 1e12 {
+			est.Cov = cov
+			est.X = mulSym(cov, g.b)
+			return est, true
+		}
+	}
+	if g.n > maxEigenCells {
+		return nil, false
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(g.j, true) {
+		return nil, false
+	}
+	vals := eig.Values(nil)
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	top := 0.0
+	for _, v := range vals {
+		top = math.Max(top, v)
+	}
+	if top <= 0 {
+		return nil, false
+	}
+	tol := top * float64(g.n) * 1e-11
+	cov := mat.NewSymDense(g.n, nil)
+	for k, v := range vals {
+		col := mat.VecDenseCopyOf(vecs.ColView(k))
+		if v <= tol {
+			est.null = append(est.null, col)
+			continue
+		}
+		cov.SymRankOne(cov, 1/v, col)
+	}
+	est.Cov, est.X, est.scale = cov, mulSym(cov, g.b), top
+	return est, true
+}
+
+func mulSym(a *mat.SymDense, v []float64) []float64 {
+	var out mat.VecDense
+	out.MulVec(a, mat.NewVecDense(len(v), append([]float64(nil), v...)))
+	return out.RawVector().Data
+}
+
+// Answer is the estimate of w·x for w given on some cells (cells[k] has
+// weight w[k]) and its exact variance; ok is false when the measurements
+// do not identify it.
+func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok bool) {
+	for _, u := range e.null {
+		dot, norm := 0.0, 0.0
+		for k, c := range cells {
+			dot += u.AtVec(c) * w[k]
+			norm += w[k] * w[k]
+		}
+		if dot*dot > 1e-9*norm {
+			return 0, math.Inf(1), false
+		}
+	}
+	for k, c := range cells {
+		value += w[k] * e.X[c]
+		for k2, c2 := range cells {
+			variance += w[k] * w[k2] * e.Cov.At(c, c2)
+		}
+	}
+	return value, math.Max(variance, 0), true
+}
+
+// String names the measurements used, for ledger entries and EXPLAIN.
+func (e *Estimate) String() string {
+	return fmt.Sprintf("generalised least squares over measurements %v", e.Used)
+}
