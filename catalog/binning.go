@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Binning: which cell of a column's domain a stored value falls in. This is
@@ -27,6 +28,14 @@ import (
 //     Values are compared as IEEE doubles.
 //   - A NaN (only PostgreSQL stores one) sorts above every number, as in
 //     PostgreSQL: it goes to HighCell. ±Inf are below or above everything.
+//   - Time columns (date, datetime; see timecol.go): text is read as an
+//     ISO 8601 time (ParseTime: YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|±HH:MM],
+//     UTC unless it carries an offset), an integer or real number as Unix
+//     seconds (SQLite's two other time storages), a driver's time.Time as
+//     itself; every time is truncated to its whole second, then binned by
+//     whole seconds (or calendar months) from Min. Text that is no such
+//     time is out of domain, below Min goes to LowCell, above Max to
+//     HighCell.
 //   - Text in a numeric column counts as the number it spells (as SQLite and
 //     MySQL compare it), and as out of domain (OtherCell) when it spells none.
 //
@@ -44,6 +53,8 @@ func (c *Column) Declared() int {
 		return len(c.Values)
 	case IntegerRange:
 		return int((c.Max - c.Min + c.Width) / c.Width)
+	case TimeRange:
+		return c.timeBins()
 	default:
 		return len(c.Edges) - 1
 	}
@@ -99,7 +110,7 @@ func (c *Column) HighCell() int {
 // Bounds are the smallest and largest in-domain numbers of a range column:
 // Min and Max of an integer range, the first and last edge of numeric bins.
 func (c *Column) Bounds() (lo, hi float64) {
-	if c.Kind == IntegerRange {
+	if c.Kind == IntegerRange || c.Kind == TimeRange {
 		return float64(c.Min), float64(c.Max)
 	}
 	return c.Edges[0], c.Edges[len(c.Edges)-1]
@@ -122,6 +133,11 @@ func (c *Column) CellOf(v any) int {
 		return c.CellOfInt(int64(v))
 	case float64:
 		return c.CellOfFloat(v)
+	case time.Time:
+		if c.Kind == TimeRange {
+			return c.cellOfSeconds(float64(v.Unix()) + float64(v.Nanosecond())/1e9)
+		}
+		return c.CellOfText(v.UTC().Format(time.DateTime))
 	case bool:
 		if v {
 			return c.CellOfInt(1)
@@ -138,6 +154,13 @@ func (c *Column) CellOfText(s string) int {
 			return i
 		}
 		return c.OtherCell()
+	}
+	if c.Kind == TimeRange {
+		sec, _, ok := ParseTime(s)
+		if !ok {
+			return c.OtherCell()
+		}
+		return c.cellOfSecond(sec)
 	}
 	t := strings.TrimSpace(s)
 	if i, err := strconv.ParseInt(t, 10, 64); err == nil {
@@ -177,6 +200,8 @@ func (c *Column) CellOfInt(x int64) int {
 			return c.HighCell()
 		}
 		return int((x - c.Min) / c.Width)
+	case TimeRange:
+		return c.cellOfSecond(x)
 	}
 	return c.CellOfFloat(float64(x))
 }
@@ -185,6 +210,9 @@ func (c *Column) CellOfInt(x int64) int {
 func (c *Column) CellOfFloat(x float64) int {
 	if c.Kind == Categorical {
 		return c.CellOfText(strconv.FormatFloat(x, 'g', -1, 64))
+	}
+	if c.Kind == TimeRange {
+		return c.cellOfSeconds(x)
 	}
 	lo, hi := c.Bounds()
 	switch {

@@ -240,6 +240,7 @@ const (
 	Categorical  ColumnKind = iota // a list of values
 	IntegerRange                   // Min..Max inclusive, bins of Width integers
 	Binned                         // explicit bin edges over numbers
+	TimeRange                      // date or datetime: Min..Max Unix seconds, bins of Width seconds or Months months
 )
 
 // Policy says where a NULL or an out-of-domain value goes.
@@ -261,6 +262,11 @@ type Column struct {
 	Max    int64     // IntegerRange, inclusive
 	Width  int64     // IntegerRange, ≥ 1
 	Edges  []float64 // Binned: bins [e0,e1), [e1,e2), ..., [e(k-1), ek]
+	// TimeRange (see timecol.go): Min and Max are Unix seconds (UTC, Max
+	// the last second inclusive), Width the bin width in seconds, or
+	// Months > 0 calendar months per bin (Width 0); DateOnly for type date.
+	Months   int64
+	DateOnly bool
 	// Null is PolicyDrop, PolicyCell or PolicyOther (requires OutOfDomain = other).
 	Null Policy
 	// OutOfDomain is PolicyDrop, PolicyClamp (ranges only) or PolicyOther.
@@ -318,6 +324,12 @@ func (c *Column) Cells() []Cell {
 		for i := 0; i+1 < len(c.Edges); i++ {
 			cells = append(cells, Cell{Kind: CellBin, Lo: c.Edges[i], Hi: c.Edges[i+1]})
 		}
+	case TimeRange:
+		n := c.timeBins()
+		for i := 0; i < n; i++ {
+			hi := min(c.BinStart(i+1), c.Max+1)
+			cells = append(cells, Cell{Kind: CellBin, Lo: float64(c.BinStart(i)), Hi: float64(hi)})
+		}
 	}
 	if c.OutOfDomain == PolicyOther {
 		cells = append(cells, Cell{Kind: CellOther})
@@ -374,7 +386,10 @@ func (c *Column) Size() int {
 }
 
 // IsNumeric reports whether the column's values are numbers (ranges and bins).
-func (c *Column) IsNumeric() bool { return c.Kind != Categorical }
+func (c *Column) IsNumeric() bool { return c.Kind == IntegerRange || c.Kind == Binned }
+
+// IsTime reports whether the column is a date or datetime column.
+func (c *Column) IsTime() bool { return c.Kind == TimeRange }
 
 // Label is the value a cell shows in a result row: the categorical value,
 // the bin's lower edge for numeric bins (so an integer column of width 1 shows
@@ -398,7 +413,7 @@ func (c *Column) Midpoint(cell Cell) float64 {
 	if cell.Kind != CellBin {
 		return math.NaN()
 	}
-	if c.Kind == IntegerRange {
+	if c.Kind == IntegerRange || c.Kind == TimeRange {
 		return (cell.Lo + cell.Hi - 1) / 2
 	}
 	return (cell.Lo + cell.Hi) / 2
@@ -411,6 +426,8 @@ func (c *Column) SQLType() string {
 		return "varchar(255)"
 	case IntegerRange:
 		return "bigint"
+	case TimeRange:
+		return c.TimeUnit()
 	default:
 		return "double"
 	}

@@ -68,13 +68,17 @@
 //     [e0, e1), [e1, e2), ..., [e(k-1), ek].
 //   - categorical: values, a non-empty list of distinct values. Stored data
 //     matches a value when its text is equal byte for byte (see binning.go).
+//   - date, datetime (timestamp is datetime): min and max (times in UTC;
+//     dates for a date column) and width (1h, 1d, 7d, 1mo, ...; default
+//     1d): bins of width from min, the last one cut at max. See timecol.go
+//     for the time rule (UTC, whole seconds) and the units.
 //
 // Each column also says where NULLs and values outside its domain go:
 //   - null: drop (the default: the row does not count in a query that
 //     references the column), cell (an explicit NULL cell) or other
 //     (counted with out-of-domain values; requires out_of_domain: other).
-//   - out_of_domain: clamp (to the nearest bin; integer and numeric columns
-//     only, and their default), drop (the categorical default) or other (an
+//   - out_of_domain: clamp (to the nearest bin; integer, numeric and time
+//     columns only, and their default), drop (the categorical default) or other (an
 //     explicit cell labelled "other", which a categorical value may then not
 //     be called).
 //

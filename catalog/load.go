@@ -865,7 +865,7 @@ func (p *parser) column(e entry) *Column {
 		p.required(e.val, "type")
 		return nil
 	}
-	typ, ok := p.word(tn, "integer", "numeric", "categorical")
+	typ, ok := p.word(tn, "integer", "numeric", "categorical", "date", "datetime", "timestamp")
 	if !ok {
 		return nil
 	}
@@ -890,6 +890,11 @@ func (p *parser) column(e entry) *Column {
 		c.Kind = Categorical
 		notFor("min", "max", "width", "edges")
 		valid = p.values(e.val, f, c)
+	case "date", "datetime", "timestamp":
+		c.Kind = TimeRange
+		c.DateOnly = typ == "date"
+		notFor("edges", "values")
+		valid = p.timeRange(e.val, f, c)
 	}
 
 	c.Null = PolicyDrop
@@ -906,7 +911,7 @@ func (p *parser) column(e entry) *Column {
 	if n, ok := f["out_of_domain"]; ok {
 		w, ok := p.word(n, string(PolicyDrop), string(PolicyClamp), string(PolicyOther))
 		if ok && w == string(PolicyClamp) && c.Kind == Categorical {
-			p.errorf(n.line, n.path, "clamp is only allowed for integer and numeric columns (use drop or other)")
+			p.errorf(n.line, n.path, "clamp is only allowed for integer, numeric, date and datetime columns (use drop or other)")
 			ok = false
 		}
 		valid = valid && ok
@@ -972,6 +977,82 @@ func (p *parser) intRange(col node, f map[string]node, c *Column) bool {
 		ok = false
 	}
 	return ok
+}
+
+// timeRange reads a date or datetime column's min, max (times in UTC, as
+// ParseTime reads them; a date column's are dates) and width (ParseWidth;
+// default 1d; whole days or months for a date column, and a month width
+// needs a min at the start of a month).
+func (p *parser) timeRange(col node, f map[string]node, c *Column) bool {
+	ok := true
+	var maxDateOnly bool
+	read := func(key string) (int64, node, bool) {
+		n, has := f[key]
+		if !has {
+			p.required(col, key)
+			return 0, n, false
+		}
+		s, good := p.scalar(n)
+		if !good {
+			return 0, n, false
+		}
+		_, maxDateOnly, _ = ParseTime(s)
+		sec, dateOnly, good := ParseTime(s)
+		switch {
+		case !good:
+			p.errorf(n.line, n.path, "must be a time in UTC between the years 1000 and 9999, such as 2025-01-01 or 2025-01-01 00:00:00 (got %q)", s)
+			return 0, n, false
+		case c.DateOnly && !dateOnly:
+			p.errorf(n.line, n.path, "must be a date such as 2025-01-01 for a date column (got %q)", s)
+			return 0, n, false
+		}
+		return sec, n, true
+	}
+	var minN node
+	var good bool
+	if c.Min, minN, good = read("min"); !good {
+		ok = false
+	}
+	if c.Max, _, good = read("max"); !good {
+		ok = false
+	} else if maxDateOnly {
+		c.Max += 86400 - 1 // a max written as a date covers that day
+	}
+	if ok && c.Min > c.Max {
+		p.errorf(minN.line, minN.path, "must be before max")
+		ok = false
+	}
+	c.Width = 86400
+	if n, has := f["width"]; has {
+		s, good := p.scalar(n)
+		if !good {
+			return false
+		}
+		w, m, err := ParseWidth(s)
+		switch {
+		case err != nil:
+			p.errorf(n.line, n.path, "%s", err.Error())
+			return false
+		case c.DateOnly && w%86400 != 0:
+			p.errorf(n.line, n.path, "a date column's width is whole days or months (got %q)", s)
+			return false
+		}
+		c.Width, c.Months = w, m
+	}
+	if !ok {
+		return false
+	}
+	if c.Months > 0 {
+		if t := time.Unix(c.Min, 0).UTC(); t.Day() != 1 || t.Hour() != 0 || t.Minute() != 0 || t.Second() != 0 {
+			p.errorf(minN.line, minN.path, "a width in months needs a min at the start of a month (such as %s)", t.Format("2006-01")+"-01")
+			return false
+		}
+	}
+	if c.Months == 0 && (c.Max-c.Min)/c.Width >= MaxColumnCells {
+		p.errorf(col.line, col.path, "domain has more than %d bins; use a larger width", MaxColumnCells)
+		return false
+	}
+	return true
 }
 
 func (p *parser) edges(col node, f map[string]node, c *Column) bool {

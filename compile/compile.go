@@ -268,6 +268,8 @@ const (
 	LabelString LabelType = iota
 	LabelInt
 	LabelFloat
+	LabelDate     // 'YYYY-MM-DD' strings, a DATE column
+	LabelDatetime // 'YYYY-MM-DD HH:MM:SS' strings, a DATETIME column
 )
 
 // ExprNode is post-processing over items: arithmetic and numeric functions

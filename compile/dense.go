@@ -100,6 +100,11 @@ func (c *compiler) explainSplit(what string, err error) error {
 		return parser.Errorf(parser.CodeDPRefused, "%s is not constant on the rows of one domain cell; the histogram cannot answer it", what)
 	}
 	cell := col.Cells()[se.cell]
+	if col.Kind == catalog.TimeRange {
+		return parser.Errorf(parser.CodeDPRefused, "%s is finer than the bins of %s (width %s): it splits the bin [%s, %s); group by buckets of %s or coarser and bound times on bin edges (bins start at %s, every %s)",
+			what, col.Name, col.FormatWidth(), catalog.FormatTime(int64(cell.Lo), col.DateOnly), catalog.FormatTime(int64(cell.Hi), col.DateOnly),
+			col.FormatWidth(), catalog.FormatTime(col.Min, col.DateOnly), col.FormatWidth())
+	}
 	return parser.Errorf(parser.CodeDPRefused, "%s splits the bin [%s, %s) of %s; the histogram cannot answer it. Use bin edges (%s)", what, fmtNum(cell.Lo), fmtNum(cell.Hi), col.Name, edgeList(col))
 }
 

@@ -21,6 +21,10 @@
 //   - eval.go, value.go, funcs.go, collate.go: the evaluator of
 //     expressions on cells (ranges of a bin's values, MySQL's types,
 //     functions and collation).
+//   - timefuncs.go: dates and times (Unix seconds typed DATE or
+//     DATETIME, in UTC), MySQL's date functions, and the evaluation of a
+//     time bin piece by piece (its days or hours) when ranges alone cannot
+//     decide.
 //   - dense.go: evaluating over the cells of a few columns, and writing the
 //     table back as Kronecker terms.
 //   - linear.go: structured linear queries; sqltext.go: SQL text for

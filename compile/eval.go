@@ -71,6 +71,15 @@ func cellVal(c *catalog.Column, i int, cell catalog.Cell) val {
 		return val{kind: vOther}
 	case catalog.CellBin:
 		v := val{kind: vNum, mid: c.Midpoint(cell), splitCol: c.Name, splitCell: i}
+		if c.Kind == catalog.TimeRange {
+			// Whole seconds [Lo, Hi − 1]; a date column's values are days.
+			v.lo, v.hi, v.integral, v.typ = cell.Lo, cell.Hi-1, true, tDatetime
+			if c.DateOnly {
+				v.hi, v.typ = cell.Hi-86400, tDate
+			}
+			v.mid = (v.lo + v.hi) / 2
+			return v
+		}
 		if c.Kind == catalog.IntegerRange {
 			v.lo, v.hi, v.integral, v.typ = cell.Lo, cell.Hi-1, true, tInt
 		} else {
@@ -106,6 +115,9 @@ func (ev *evaluator) expr(e parser.Expr, en env) (val, error) {
 		return v, nil
 	case parser.Neg:
 		x, err := ev.expr(e.X, en)
+		if err == nil && x.isTime() {
+			return val{}, timeArith(e)
+		}
 		if err != nil || x.kind != vNum {
 			if x.kind == vStr {
 				x = toNumber(x)
@@ -123,6 +135,9 @@ func (ev *evaluator) expr(e parser.Expr, en env) (val, error) {
 		r, err := ev.expr(e.Right, en)
 		if err != nil {
 			return val{}, err
+		}
+		if l.isTime() || r.isTime() {
+			return val{}, timeArith(e)
 		}
 		return arith(e.Op, l, r), nil
 	case parser.Call:
@@ -491,7 +506,10 @@ func (ev *evaluator) general(p parser.Pred) (parser.Pred, error) {
 		return nil, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'where clause'", name)
 	}
 	lit := func(l parser.Literal) (parser.Expr, error) {
-		if !c.IsNumeric() {
+		if c.IsTime() && !l.Quoted && isNumeric(l.Text) {
+			return parser.Value{Lit: l}, nil // refused in compare: not a time
+		}
+		if !c.IsNumeric() { // text, or a time read from text
 			return parser.Value{Lit: parser.Literal{Text: l.Text, Quoted: true}}, nil
 		}
 		if !isNumeric(l.Text) {
@@ -543,6 +561,18 @@ func (ev *evaluator) compare(l val, op parser.CompareOp, r val) (tri, error) {
 		return tUnknown, nil
 	case l.kind == vAny || r.kind == vAny:
 		return 0, splitOf(l, r)
+	case l.isTime() != r.isTime():
+		// A time compares with text read as a time (MySQL converts the
+		// constant), never with a bare number.
+		var err error
+		if l.isTime() {
+			r, err = timeOperand(r, l)
+		} else {
+			l, err = timeOperand(l, r)
+		}
+		if err != nil {
+			return 0, err
+		}
 	case l.kind == vStr && r.kind == vStr:
 		if op == parser.OpEq || op == parser.OpNe {
 			return triOf(ev.co.equal(l.str, r.str) == (op == parser.OpEq)), nil

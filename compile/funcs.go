@@ -69,8 +69,16 @@ func (ev *evaluator) call(name string, args []val) (val, error) {
 			return val{kind: vOther}, nil
 		}
 	}
+	if timeFuncs[name] {
+		return ev.timeFunc(name, args)
+	}
 	switch name {
 	case "floor", "ceil", "round", "truncate", "abs", "sign", "sqrt", "exp", "ln", "log2", "log10", "log", "power", "mod", "cast_signed", "cast_unsigned", "cast_double":
+		for _, a := range args {
+			if a.isTime() {
+				return val{}, parser.Errorf(parser.CodeDPRefused, "%s of a %s is not supported: write %s(UNIX_TIMESTAMP(ts)) for Unix seconds, or a date function (DATE, YEAR, DATE_FORMAT)", strings.ToUpper(strings.TrimPrefix(name, "cast_")), typeName(a), strings.ToUpper(strings.TrimPrefix(name, "cast_")))
+			}
+		}
 		return numeric(name, args)
 	case "greatest", "least":
 		return ev.extreme(name == "greatest", args)

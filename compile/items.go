@@ -222,6 +222,9 @@ func (qc *queryCompiler) argTables(arg parser.Expr, weighted bool, name, what st
 			}
 			return nil
 		}
+		if weighted && v.isTime() {
+			return parser.Errorf(parser.CodeDPRefused, "%s: %s is a %s; %s needs numbers: count per time bucket (COUNT(*) ... GROUP BY DATE(ts)), or aggregate UNIX_TIMESTAMP(ts) for seconds", what, ExprSQL(arg), typeName(v), name)
+		}
 		if !finiteWeight(v.mid) || (weighted && !finiteWeight(v.mid*v.mid)) {
 			return parser.Errorf(parser.CodeDPRefused, "%s is too large on some cells of the domain (beyond 2^53) to be measured exactly; scale the expression down", what)
 		}

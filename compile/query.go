@@ -199,7 +199,7 @@ func (qc *queryCompiler) keys() error {
 		}
 		key := ""
 		for k, e := range qc.exprKeys {
-			v, err := qc.ev.expr(e, en)
+			v, err := qc.ev.exprOnPieces(e, en)
 			if err != nil {
 				return err
 			}
@@ -605,8 +605,11 @@ func CellLabel(c *catalog.Column, cell catalog.Cell) any {
 	case catalog.CellOther:
 		return "other"
 	case catalog.CellBin:
-		if c.Kind == catalog.IntegerRange {
+		switch c.Kind {
+		case catalog.IntegerRange:
 			return int64(cell.Lo)
+		case catalog.TimeRange:
+			return catalog.FormatTime(int64(cell.Lo), c.DateOnly)
 		}
 		return cell.Lo
 	}
@@ -620,6 +623,11 @@ func ColumnLabelType(c *catalog.Column) LabelType {
 		return LabelInt
 	case catalog.Binned:
 		return LabelFloat
+	case catalog.TimeRange:
+		if c.DateOnly {
+			return LabelDate
+		}
+		return LabelDatetime
 	}
 	return LabelString
 }
@@ -627,18 +635,39 @@ func ColumnLabelType(c *catalog.Column) LabelType {
 // labelsOf turns row values into labels and their column type.
 func labelsOf(vs []val) ([]any, LabelType) {
 	typ, text := LabelInt, false
+	dates, datetimes, numbers := 0, 0, 0
 	for _, v := range vs {
 		switch {
 		case v.kind == vStr:
 			text = true
+		case v.typ == tDate:
+			dates++
+		case v.typ == tDatetime:
+			datetimes++
 		case v.kind == vNum && v.typ != tInt:
 			typ = LabelFloat
+			numbers++
+		case v.kind == vNum:
+			numbers++
 		}
+	}
+	// Times label as MySQL types them: DATE, DATETIME (a date among
+	// datetimes shows as one), text when mixed with numbers.
+	switch {
+	case text || (dates+datetimes > 0 && numbers > 0):
+		text = true
+	case datetimes > 0:
+		typ = LabelDatetime
+	case dates > 0:
+		typ = LabelDate
 	}
 	out := make([]any, len(vs))
 	for i, v := range vs {
-		if text && v.kind == vNum {
+		switch {
+		case text && v.kind == vNum:
 			v = strVal(formatNumber(v))
+		case typ == LabelDatetime && v.typ == tDate:
+			v.typ = tDatetime
 		}
 		out[i] = v.label()
 	}

@@ -104,7 +104,7 @@ func (c *compiler) atomTV(p parser.Pred) (Linear, Linear, error) {
 		return nil, nil, err
 	}
 	vals, err := c.tabulate(cols, "", func(en env) (float64, error) {
-		t, err := c.ev.pred(general, en)
+		t, err := c.ev.predOnPieces(general, en)
 		switch {
 		case err != nil:
 			return 0, err

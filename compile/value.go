@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/dpproxy/dpproxy/catalog"
 )
 
 // vkind is what an expression is on one domain cell.
@@ -22,12 +24,23 @@ const (
 type sqlType uint8
 
 const (
-	tNull    sqlType = iota // only NULL so far
-	tInt                    // BIGINT
-	tDecimal                // DECIMAL: exact, shown with its scale
-	tDouble                 // DOUBLE
-	tString                 // VARCHAR
+	tNull     sqlType = iota // only NULL so far
+	tInt                     // BIGINT
+	tDecimal                 // DECIMAL: exact, shown with its scale
+	tDouble                  // DOUBLE
+	tString                  // VARCHAR
+	tDate                    // DATE: a number of Unix seconds at midnight UTC
+	tDatetime                // DATETIME: a number of Unix seconds (UTC, whole seconds)
 )
+
+// isTime reports whether v is a DATE or DATETIME (its numbers are Unix
+// seconds).
+func (v val) isTime() bool { return v.kind == vNum && (v.typ == tDate || v.typ == tDatetime) }
+
+// timeVal is an exact time.
+func timeVal(sec int64, typ sqlType) val {
+	return val{kind: vNum, lo: float64(sec), hi: float64(sec), mid: float64(sec), integral: true, typ: typ}
+}
 
 // val is an expression's value on one domain cell. A cell stands for every
 // value its rows can have: one categorical value, the integers of an
@@ -168,6 +181,8 @@ func mysqlNumber(s string) float64 {
 // integer without decimals, a decimal with its scale.
 func formatNumber(v val) string {
 	switch v.typ {
+	case tDate, tDatetime:
+		return catalog.FormatTime(int64(v.mid), v.typ == tDate)
 	case tInt:
 		return strconv.FormatFloat(v.mid, 'f', 0, 64)
 	case tDecimal:
@@ -186,6 +201,9 @@ func (v val) label() any {
 	case vOther:
 		return "other"
 	case vNum:
+		if v.isTime() {
+			return formatNumber(v)
+		}
 		if v.typ == tInt && math.Abs(v.mid) < 1<<62 {
 			return int64(v.mid)
 		}

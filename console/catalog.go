@@ -88,6 +88,9 @@ func columnOf(c *catalog.Column) columnView {
 			parts[i] = strconv.FormatFloat(e, 'g', -1, 64)
 		}
 		cv.Domain = "edges " + strings.Join(parts, ", ")
+	case catalog.TimeRange:
+		cv.Type = c.TimeUnit()
+		cv.Domain = fmt.Sprintf("%s … %s (UTC), bins of %s", catalog.FormatTime(c.Min, c.DateOnly), catalog.FormatTime(c.Max, c.DateOnly), c.FormatWidth())
 	}
 	return cv
 }

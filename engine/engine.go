@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
@@ -132,8 +133,9 @@ func (e *Engine) Intercepts(stmt string) bool {
 // one measurement, one ledger charge.
 func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Result, error) {
 	var parsed []*parser.Statement
+	now := time.Now() // NOW() is one time for the whole request
 	for _, text := range stmts {
-		sts, err := parser.ParseWithColumns(text, e.protected, e.hasColumn)
+		sts, err := parser.ParseAt(text, e.protected, e.hasColumn, now)
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,11 @@ func columnType(c *catalog.Column) ColumnType {
 		return TypeInt64
 	case catalog.Binned:
 		return TypeFloat64
+	case catalog.TimeRange:
+		if c.DateOnly {
+			return TypeDate
+		}
+		return TypeDatetime
 	}
 	return TypeString
 }
@@ -35,6 +40,10 @@ func labelType(t compile.LabelType) ColumnType {
 		return TypeInt64
 	case compile.LabelFloat:
 		return TypeFloat64
+	case compile.LabelDate:
+		return TypeDate
+	case compile.LabelDatetime:
+		return TypeDatetime
 	}
 	return TypeString
 }

@@ -8,9 +8,11 @@ package engine
 type ColumnType int
 
 const (
-	TypeInt64   ColumnType = iota // BIGINT
-	TypeFloat64                   // DOUBLE
-	TypeString                    // VARCHAR
+	TypeInt64    ColumnType = iota // BIGINT
+	TypeFloat64                    // DOUBLE
+	TypeString                     // VARCHAR
+	TypeDate                       // DATE: 'YYYY-MM-DD' strings
+	TypeDatetime                   // DATETIME: 'YYYY-MM-DD HH:MM:SS' strings
 )
 
 // Column is a result column: its name as the client asked for it (alias or expression text).

@@ -116,7 +116,7 @@ func convertible(t engine.ColumnType, v engine.Value) error {
 		return nil
 	case v.Kind == engine.KindFloat && (t != engine.TypeInt64 || math.IsNaN(v.Float) || math.IsInf(v.Float, 0)):
 		return nil
-	case v.Kind == engine.KindString && t == engine.TypeString:
+	case v.Kind == engine.KindString && (t == engine.TypeString || t == engine.TypeDate || t == engine.TypeDatetime):
 		return nil
 	}
 	_, err := value(t, v)
@@ -142,6 +142,8 @@ func appendValue(arena []byte, t engine.ColumnType, v engine.Value) (sqltypes.Va
 	case t == engine.TypeString && v.Kind == engine.KindString:
 		// The label's own bytes, not a copy: vitess only reads them.
 		return sqltypes.MakeTrusted(sqltypes.VarChar, unsafe.Slice(unsafe.StringData(v.Str), len(v.Str))), arena, nil
+	case (t == engine.TypeDate || t == engine.TypeDatetime) && v.Kind == engine.KindString:
+		return sqltypes.MakeTrusted(timeSQLType(t), unsafe.Slice(unsafe.StringData(v.Str), len(v.Str))), arena, nil
 	case t == engine.TypeString && v.Kind == engine.KindInt:
 		arena = strconv.AppendInt(arena, v.Int, 10)
 		return sqltypes.MakeTrusted(sqltypes.VarChar, arena[start:len(arena):len(arena)]), arena, nil
@@ -168,10 +170,26 @@ func field(c engine.Column) (*querypb.Field, error) {
 		f.Type = sqltypes.VarChar
 		f.Charset = charsetUTF8MB4
 		f.ColumnLength = 255 * 4
+	case engine.TypeDate, engine.TypeDatetime:
+		// As MySQL types DATE(ts) and a DATETIME column: binary, no decimals.
+		f.Type = timeSQLType(c.Type)
+		f.Charset = charsetBinary
+		f.ColumnLength = 10
+		if c.Type == engine.TypeDatetime {
+			f.ColumnLength = 19
+		}
+		f.Flags = uint32(querypb.MySqlFlag_BINARY_FLAG)
 	default:
 		return nil, fmt.Errorf("column %q has unknown type %d", c.Name, c.Type)
 	}
 	return f, nil
+}
+
+func timeSQLType(t engine.ColumnType) querypb.Type {
+	if t == engine.TypeDate {
+		return sqltypes.Date
+	}
+	return sqltypes.Datetime
 }
 
 func value(t engine.ColumnType, v engine.Value) (sqltypes.Value, error) {
@@ -218,6 +236,10 @@ func value(t engine.ColumnType, v engine.Value) (sqltypes.Value, error) {
 			}
 		}
 		return sqltypes.MakeTrusted(sqltypes.Float64, []byte(formatFloat(f))), nil
+	case engine.TypeDate, engine.TypeDatetime:
+		if v.Kind == engine.KindString {
+			return sqltypes.MakeTrusted(timeSQLType(t), []byte(v.Str)), nil
+		}
 	case engine.TypeString:
 		switch v.Kind {
 		case engine.KindString:

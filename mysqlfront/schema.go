@@ -55,6 +55,10 @@ func columnType(sqlType string) (sql.Type, error) {
 		return types.Int64, nil
 	case "double":
 		return types.Float64, nil
+	case "date":
+		return types.Date, nil
+	case "datetime":
+		return types.Datetime, nil
 	}
 	return nil, fmt.Errorf("unsupported column type %q", sqlType)
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dolthub/vitess/go/vt/sqlparser"
 )
@@ -34,15 +35,40 @@ var scalarFuncs = map[string]funcSpec{
 	"lpad": {"lpad", 3, 3}, "rpad": {"rpad", 3, 3}, "repeat": {"repeat", 2, 2},
 	"locate": {"locate", 2, 3}, "instr": {"instr", 2, 2}, "strcmp": {"strcmp", 2, 2},
 	"ifnull": {"ifnull", 2, 2}, "nullif": {"nullif", 2, 2}, "coalesce": {"coalesce", 1, -1},
+	// Date and time functions (compile/timefuncs.go), over date and
+	// datetime columns and times written as text, in UTC.
+	"date": {"date", 1, 1}, "timestamp": {"timestamp", 1, 1}, "year": {"year", 1, 1},
+	"quarter": {"quarter", 1, 1}, "month": {"month", 1, 1}, "monthname": {"monthname", 1, 1},
+	"week": {"week", 1, 2}, "weekday": {"weekday", 1, 1}, "weekofyear": {"weekofyear", 1, 1},
+	"yearweek": {"yearweek", 1, 2}, "day": {"dayofmonth", 1, 1}, "dayofmonth": {"dayofmonth", 1, 1},
+	"dayofweek": {"dayofweek", 1, 1}, "dayofyear": {"dayofyear", 1, 1}, "dayname": {"dayname", 1, 1},
+	"hour": {"hour", 1, 1}, "minute": {"minute", 1, 1}, "second": {"second", 1, 1},
+	"date_format": {"date_format", 2, 2}, "str_to_date": {"str_to_date", 2, 2},
+	"from_unixtime": {"from_unixtime", 1, 2}, "unix_timestamp": {"unix_timestamp", 1, 1},
+	"to_days": {"to_days", 1, 1}, "from_days": {"from_days", 1, 1}, "to_seconds": {"to_seconds", 1, 1},
+	"makedate": {"makedate", 2, 2}, "last_day": {"last_day", 1, 1}, "datediff": {"datediff", 2, 2},
+}
+
+// nowFuncs are the functions of the request's time: a constant per
+// request (see ParseAt), a DATETIME or a DATE.
+var nowFuncs = map[string]bool{
+	"now": true, "current_timestamp": true, "localtime": true, "localtimestamp": true,
+	"sysdate": true, "utc_timestamp": true,
+}
+
+var todayFuncs = map[string]bool{"curdate": true, "current_date": true, "utc_date": true}
+
+// intervalUnits are the units of INTERVAL n unit that dpproxy evaluates.
+var intervalUnits = map[string]bool{
+	"second": true, "minute": true, "hour": true, "day": true, "week": true,
+	"month": true, "quarter": true, "year": true,
 }
 
 // nonDeterministic are functions whose value does not follow from a row's
 // domain values: they cannot be evaluated on the declared domain.
 var nonDeterministic = map[string]bool{
 	"rand": true, "uuid": true, "uuid_short": true, "random_bytes": true,
-	"now": true, "sysdate": true, "current_timestamp": true, "localtime": true, "localtimestamp": true,
-	"curdate": true, "current_date": true, "curtime": true, "current_time": true,
-	"utc_date": true, "utc_time": true, "utc_timestamp": true,
+	"curtime": true, "current_time": true, "utc_time": true,
 	"connection_id": true, "user": true, "current_user": true, "session_user": true, "system_user": true,
 	"database": true, "schema": true, "version": true, "last_insert_id": true, "found_rows": true,
 	"row_count": true, "sleep": true, "benchmark": true, "get_lock": true, "release_lock": true,
@@ -84,10 +110,14 @@ func funcNames(m map[string]funcSpec) string {
 // refuseFunc explains why a function cannot be evaluated on the domain.
 func refuseFunc(name, text string) *Error {
 	switch {
+	case nowFuncs[name] || todayFuncs[name]:
+		return Errorf(CodeNotSupported, "%s in the select list of a DP query is not supported: it is a constant of the request, not a deterministic function of a row's domain values; select it in a statement of its own (SELECT NOW())", text)
+	case name == "curtime" || name == "current_time" || name == "utc_time":
+		return Errorf(CodeNotSupported, "%s: TIME values are not supported; compare with NOW() or a datetime literal, or use HOUR(), MINUTE() and SECOND() of a datetime", text)
 	case nonDeterministic[name]:
-		return Errorf(CodeNotSupported, "%s is not a deterministic function of a row's domain values, so dpproxy cannot evaluate it on the declared domain: write its value as a literal", text)
+		return Errorf(CodeNotSupported, "%s is not a deterministic function of a row's domain values, so dpproxy cannot evaluate it on the declared domain: write its value as a literal (NOW() and CURRENT_TIMESTAMP are fine: one constant per request)", text)
 	case dateFuncs[name]:
-		return Errorf(CodeNotSupported, "%s: date and time functions need date or time domains, which dpproxy does not declare yet; group and filter on declared columns instead", text)
+		return Errorf(CodeNotSupported, "%s: this date function is not supported (TIME values are not); supported: DATE, TIMESTAMP, YEAR, QUARTER, MONTH, WEEK, YEARWEEK, DAYOFWEEK, DAYOFMONTH, DAYOFYEAR, HOUR, MINUTE, SECOND, DATE_FORMAT, STR_TO_DATE, FROM_UNIXTIME, UNIX_TIMESTAMP, DATE_ADD, DATE_SUB, EXTRACT, TIMESTAMPDIFF, DATEDIFF, MAKEDATE, LAST_DAY, x ± INTERVAL n unit", text)
 	}
 	return Errorf(CodeNotSupported, "the function %s is not supported over domain columns; supported: %s, IF, CASE, CAST", strings.ToUpper(name), funcNames(scalarFuncs))
 }
@@ -143,6 +173,12 @@ func (b *selectBuilder) expr(e sqlparser.Expr, clause string) (Expr, error) {
 		case sqlparser.PlusStr, sqlparser.MinusStr, sqlparser.MultStr, sqlparser.DivStr, sqlparser.IntDivStr, sqlparser.ModStr:
 		default:
 			return nil, Errorf(CodeNotSupported, "the bit operator %s in %s is not supported over domain columns: use + - * / DIV %%", x.Operator, sqlparser.String(x))
+		}
+		if iv, ok := x.Right.(*sqlparser.IntervalExpr); ok && (x.Operator == sqlparser.PlusStr || x.Operator == sqlparser.MinusStr) {
+			return b.interval(x.Left, iv, x.Operator == sqlparser.MinusStr, clause)
+		}
+		if iv, ok := x.Left.(*sqlparser.IntervalExpr); ok && x.Operator == sqlparser.PlusStr {
+			return b.interval(x.Right, iv, false, clause)
 		}
 		l, err := b.expr(x.Left, clause)
 		if err != nil {
@@ -214,8 +250,12 @@ func (b *selectBuilder) expr(e sqlparser.Expr, clause string) (Expr, error) {
 			return Call{Name: "cast_char", Args: []Expr{inner}}, nil
 		case "decimal", "double", "float", "real":
 			return Call{Name: "cast_double", Args: []Expr{inner}}, nil
+		case "date":
+			return Call{Name: "date", Args: []Expr{inner}}, nil
+		case "datetime", "timestamp":
+			return Call{Name: "timestamp", Args: []Expr{inner}}, nil
 		}
-		return nil, Errorf(CodeNotSupported, "%s is not supported over domain columns: CAST takes SIGNED, UNSIGNED, CHAR, DECIMAL or DOUBLE", sqlparser.String(x))
+		return nil, Errorf(CodeNotSupported, "%s is not supported over domain columns: CAST takes SIGNED, UNSIGNED, CHAR, DECIMAL, DOUBLE, DATE or DATETIME", sqlparser.String(x))
 	case *sqlparser.SubstrExpr:
 		var s Expr
 		if x.Name != nil {
@@ -263,8 +303,35 @@ func (b *selectBuilder) expr(e sqlparser.Expr, clause string) (Expr, error) {
 		return Call{Name: name, Args: []Expr{s}}, nil
 	case *sqlparser.CollateExpr:
 		return nil, Errorf(CodeNotSupported, "COLLATE is not supported: dpproxy compares text as MySQL's default collation utf8mb4_0900_ai_ci does (case- and accent-insensitive); remove the COLLATE clause")
-	case *sqlparser.ExtractFuncExpr, *sqlparser.IntervalExpr, *sqlparser.TimestampFuncExpr:
-		return nil, refuseFunc("extract", sqlparser.String(x))
+	case *sqlparser.ExtractFuncExpr:
+		unit := strings.ToLower(x.Unit)
+		if !intervalUnits[unit] {
+			return nil, Errorf(CodeNotSupported, "%s: EXTRACT takes SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR", sqlparser.String(x))
+		}
+		inner, err := b.expr(x.Expr, clause)
+		if err != nil {
+			return nil, err
+		}
+		return Call{Name: "extract", Args: []Expr{unitValue(unit), inner}}, nil
+	case *sqlparser.TimestampFuncExpr:
+		unit := strings.ToLower(x.Unit)
+		if !intervalUnits[unit] {
+			return nil, Errorf(CodeNotSupported, "%s: the unit must be SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR", sqlparser.String(x))
+		}
+		a, err := b.expr(x.Expr1, clause)
+		if err != nil {
+			return nil, err
+		}
+		c, err := b.expr(x.Expr2, clause)
+		if err != nil {
+			return nil, err
+		}
+		if strings.EqualFold(x.Name, "timestampadd") {
+			return Call{Name: "date_add", Args: []Expr{c, a, unitValue(unit)}}, nil
+		}
+		return Call{Name: "timestampdiff", Args: []Expr{unitValue(unit), a, c}}, nil
+	case *sqlparser.IntervalExpr:
+		return nil, Errorf(CodeNotSupported, "%s: an INTERVAL goes with a time, as in ts - INTERVAL 7 DAY or DATE_ADD(ts, INTERVAL 1 HOUR)", sqlparser.String(x))
 	case *sqlparser.Subquery, *sqlparser.ExistsExpr:
 		return nil, refuseSubquery(b.table)
 	case *sqlparser.GroupConcatExpr:
@@ -289,6 +356,9 @@ func (b *selectBuilder) call(f *sqlparser.FuncExpr, clause string) (Expr, error)
 	}
 	if !f.Qualifier.IsEmpty() || f.Distinct || f.Over != nil {
 		return nil, refuseFunc(name, text)
+	}
+	if e, ok, err := b.timeCall(f, name, clause); ok {
+		return e, err
 	}
 	var args []Expr
 	for _, se := range f.Exprs {
@@ -337,6 +407,87 @@ func (b *selectBuilder) call(f *sqlparser.FuncExpr, clause string) (Expr, error)
 		return nil, Errorf(CodeNotSupported, "Incorrect parameter count in the call to native function '%s': it takes %s", strings.ToUpper(name), want)
 	}
 	return Call{Name: spec.name, Args: args}, nil
+}
+
+// unitValue is an interval unit as the string argument compile reads.
+func unitValue(unit string) Expr { return Value{Lit: Literal{Text: unit, Quoted: true}} }
+
+// interval converts x + INTERVAL n unit (x - INTERVAL n unit when sub) to
+// DATE_ADD(x, n, 'unit') (n negated for a subtraction).
+func (b *selectBuilder) interval(x sqlparser.Expr, iv *sqlparser.IntervalExpr, sub bool, clause string) (Expr, error) {
+	unit := strings.ToLower(iv.Unit)
+	if !intervalUnits[unit] {
+		return nil, Errorf(CodeNotSupported, "INTERVAL ... %s is not supported: use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR", strings.ToUpper(iv.Unit))
+	}
+	t, err := b.expr(x, clause)
+	if err != nil {
+		return nil, err
+	}
+	n, err := b.expr(iv.Expr, clause)
+	if err != nil {
+		return nil, err
+	}
+	if sub {
+		n = Neg{X: n}
+	}
+	return Call{Name: "date_add", Args: []Expr{t, n, unitValue(unit)}}, nil
+}
+
+// timeCall converts the functions of the request's time (a constant, see
+// ParseAt) and DATE_ADD/DATE_SUB/ADDDATE/SUBDATE, whose second argument
+// may be an INTERVAL. ok is false for other functions.
+func (b *selectBuilder) timeCall(f *sqlparser.FuncExpr, name, clause string) (Expr, bool, error) {
+	text := sqlparser.String(f)
+	switch {
+	case nowFuncs[name], todayFuncs[name], name == "unix_timestamp" && len(f.Exprs) == 0:
+		if len(f.Exprs) > 1 || len(f.Exprs) == 1 && !todayFuncs[name] && !isSmallConstant(f.Exprs[0]) {
+			return nil, true, Errorf(CodeNotSupported, "%s takes at most one argument, the number of fractional digits (0 to 6)", text)
+		}
+		now := b.c.now
+		switch {
+		case todayFuncs[name]:
+			return Call{Name: "date", Args: []Expr{Value{Lit: Literal{Text: now.Format(time.DateOnly), Quoted: true}}}}, true, nil
+		case name == "unix_timestamp":
+			return Value{Lit: Literal{Text: strconv.FormatInt(now.Unix(), 10)}}, true, nil
+		}
+		return Call{Name: "timestamp", Args: []Expr{Value{Lit: Literal{Text: now.Format(time.DateTime), Quoted: true}}}}, true, nil
+	case name == "date_add" || name == "date_sub" || name == "adddate" || name == "subdate":
+		if len(f.Exprs) != 2 {
+			return nil, true, Errorf(CodeNotSupported, "Incorrect parameter count in the call to native function '%s': it takes 2 (a time and an INTERVAL)", strings.ToUpper(name))
+		}
+		x, ok1 := f.Exprs[0].(*sqlparser.AliasedExpr)
+		y, ok2 := f.Exprs[1].(*sqlparser.AliasedExpr)
+		if !ok1 || !ok2 {
+			return nil, true, Errorf(CodeNotSupported, "%s: a function takes expressions as arguments", text)
+		}
+		sub := name == "date_sub" || name == "subdate"
+		if iv, ok := y.Expr.(*sqlparser.IntervalExpr); ok {
+			e, err := b.interval(x.Expr, iv, sub, clause)
+			return e, true, err
+		}
+		if name == "date_add" || name == "date_sub" {
+			return nil, true, Errorf(CodeNotSupported, "%s: the second argument is an INTERVAL, as in %s(ts, INTERVAL 1 DAY)", text, strings.ToUpper(name))
+		}
+		// ADDDATE(x, n) adds n days.
+		e, err := b.interval(x.Expr, &sqlparser.IntervalExpr{Expr: y.Expr, Unit: "day"}, sub, clause)
+		return e, true, err
+	}
+	return nil, false, nil
+}
+
+// isSmallConstant reports whether e is an integer literal 0 to 6 (the
+// fractional digits of NOW(6)).
+func isSmallConstant(se sqlparser.SelectExpr) bool {
+	a, ok := se.(*sqlparser.AliasedExpr)
+	if !ok {
+		return false
+	}
+	v, ok := a.Expr.(*sqlparser.SQLVal)
+	if !ok || v.Type != sqlparser.IntVal {
+		return false
+	}
+	n, err := strconv.Atoi(string(v.Val))
+	return err == nil && n >= 0 && n <= 6
 }
 
 // resolveAlias resolves, in HAVING, an unqualified name that is not a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dolthub/vitess/go/vt/sqlparser"
@@ -127,10 +128,20 @@ type Columns func(table, column string) bool
 // and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD, DDL) on a
 // protected table (read-only).
 //
+// Time: NOW(), CURRENT_TIMESTAMP, SYSDATE(), UTC_TIMESTAMP() (with or
+// without fractional digits) are TIMESTAMP('<the request's time>'),
+// CURDATE(), CURRENT_DATE, UTC_DATE() are DATE('<its day>') and
+// UNIX_TIMESTAMP() its Unix seconds, one time per request (ParseAt), in
+// UTC. x ± INTERVAL n unit, DATE_ADD, DATE_SUB, ADDDATE, SUBDATE and
+// TIMESTAMPADD are Call{"date_add", x, ±n, 'unit'}; EXTRACT(unit FROM x)
+// is Call{"extract", 'unit', x}; TIMESTAMPDIFF(unit, a, b) is
+// Call{"timestampdiff", 'unit', a, b}; CAST(x AS DATE) is DATE(x) and
+// CAST(x AS DATETIME) TIMESTAMP(x).
+//
 // CodeNotSupported (1235) when the request is a legitimate aggregate query
 // but uses SQL outside dpproxy's subset: non-deterministic functions
-// (RAND(), NOW(), ...), date and time functions, functions outside the
-// supported list, COLLATE, bit operators, placeholders, hex/bit literals,
+// (RAND(), UUID(), ...), TIME values (CURTIME(), TIMEDIFF), functions
+// outside the supported list, COLLATE, bit operators, placeholders, hex/bit literals,
 // row constructors, nested aggregates, COUNT(DISTINCT c), GROUP BY a
 // constant or an aggregate, LIMIT with a non-zero offset, window
 // functions, EXPLAIN ANALYZE, PREPARE over a protected table.
@@ -156,12 +167,22 @@ func Parse(sql string, protected Protected) ([]Statement, error) {
 // MySQL's message (`Unknown column 'c' in 'field list'`), before any
 // refusal. A nil columns checks qualifiers only, like Parse.
 func ParseWithColumns(sql string, protected Protected, columns Columns) ([]Statement, error) {
+	return ParseAt(sql, protected, columns, time.Now())
+}
+
+// ParseAt is ParseWithColumns with the request's time: NOW(),
+// CURRENT_TIMESTAMP, CURDATE() and their kind are that one time (UTC,
+// truncated to the second) in every statement of sql, written into the IR
+// as a constant (TIMESTAMP('2025-01-01 10:00:00'), DATE('2025-01-01')), so
+// that a query's meaning, and whatever is cached under it, is fixed.
+func ParseAt(sql string, protected Protected, columns Columns, now time.Time) ([]Statement, error) {
+	now = now.UTC().Truncate(time.Second)
 	if protected == nil {
 		protected = func(string, string) bool { return false }
 	}
 	var out []Statement
 	for _, p := range split(sql) {
-		st, err := parseOne(p, protected, columns)
+		st, err := parseOne(p, protected, columns, now)
 		if err != nil {
 			return nil, err
 		}
@@ -180,13 +201,13 @@ func vitessParse(text string) (tree sqlparser.Statement, err error) {
 	return sqlparser.Parse(text)
 }
 
-func parseOne(p piece, protected Protected, columns Columns) (Statement, error) {
+func parseOne(p piece, protected Protected, columns Columns, now time.Time) (Statement, error) {
 	if inner, analyze, ok := explainTarget(p); ok {
 		// EXPLAIN [ANALYZE] [FORMAT=...] SELECT ...: the inner select is
 		// parsed on its own, so that vitess (which rejects FORMAT=JSON and
 		// loses the written select expressions under EXPLAIN) sees plain
 		// SELECT text.
-		st, err := parseOne(inner, protected, columns)
+		st, err := parseOne(inner, protected, columns, now)
 		if err != nil {
 			return Statement{}, err
 		}
@@ -204,7 +225,7 @@ func parseOne(p piece, protected Protected, columns Columns) (Statement, error) 
 	if err != nil {
 		if inner, ok := unwrapParens(p); ok {
 			// vitess rejects a parenthesised top-level SELECT; MySQL does not.
-			st, err2 := parseOne(inner, protected, columns)
+			st, err2 := parseOne(inner, protected, columns, now)
 			if e, ok := err2.(*Error); err2 == nil || (ok && e.Code != CodeParseError) {
 				st.Text = p.text
 				return st, err2
@@ -215,7 +236,7 @@ func parseOne(p piece, protected Protected, columns Columns) (Statement, error) 
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: protected, columns: columns}
+	c := &classifier{text: p.text, protected: protected, columns: columns, now: now}
 	kind, q, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -348,7 +369,8 @@ func syntaxError(p piece, err error) *Error {
 type classifier struct {
 	text      string
 	protected Protected
-	columns   Columns // nil: existence of columns is not checked
+	columns   Columns   // nil: existence of columns is not checked
+	now       time.Time // the request's time, UTC, whole seconds
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {

@@ -789,6 +789,9 @@ func (b *selectBuilder) aggExpr(e sqlparser.Expr) (*AggExpr, error) {
 			}
 			return out, nil
 		}
+		if _, scalar := scalarFuncs[name]; scalar && !sqlparser.Aggregates[name] {
+			return nil, Errorf(CodeNotSupported, "%s in the select list of a DP query: only aggregates, GROUP BY keys and numeric functions of them are computed there; group by it if it reads columns, or write its value as a literal", sqlparser.String(x))
+		}
 		if !sqlparser.Aggregates[name] && barOf(name) == BarNone && name != "any_value" {
 			return nil, refuseFunc(name, sqlparser.String(x))
 		}

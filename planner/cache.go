@@ -19,6 +19,11 @@ type Planner struct {
 	// strategies (the optimisers stop at their deadline with the best
 	// strategy so far). Zero means DefaultBudget.
 	Budget time.Duration
+	// ColumnFloor is the least time one column's optimiser is given when
+	// Budget allows it (zero: 50 ms, 150 ms from 128 cells). A slow
+	// machine, or the race detector, may need more for the optimiser to
+	// beat the enumerated strategies; the plan is never worse for it.
+	ColumnFloor time.Duration
 	// MaxEntries bounds each cache (oldest entries are evicted first).
 	// Zero means 256.
 	MaxEntries int

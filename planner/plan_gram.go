@@ -107,6 +107,9 @@ func (pl *Planner) optimiseDeadline(n int, share float64) time.Time {
 	if n >= 128 {
 		floor = 150 * time.Millisecond
 	}
+	if pl.ColumnFloor > 0 {
+		floor = pl.ColumnFloor
+	}
 	if want < floor {
 		want = floor
 	}

@@ -42,6 +42,9 @@ const conformanceColumns = `
       n_clamp: {type: numeric, edges: [0, 10, 20]}
       cat: {type: categorical, values: [Male, Female, "Ünïcödé", "a b", "x'y"], out_of_domain: other, null: cell}
       cat_drop: {type: categorical, values: [A, b]}
+      t_hours: {type: datetime, min: '2025-01-01 00:00:00', max: '2025-01-02 23:59:59', width: 6h, out_of_domain: other, null: cell}
+      t_months: {type: datetime, min: 2024-11-01, max: 2025-04-30, width: 2mo}
+      d_weeks: {type: date, min: 2025-01-06, max: 2025-02-20, width: 7d, out_of_domain: drop, null: cell}
 `
 
 // conformanceSQLTypes are the columns' types per engine: integers, doubles
@@ -55,6 +58,9 @@ var conformanceSQLTypes = []struct{ name, sqlite, postgres, mysql string }{
 	{"n_clamp", "REAL", "DOUBLE PRECISION", "DOUBLE"},
 	{"cat", "TEXT", "TEXT", "VARCHAR(64)"},
 	{"cat_drop", "TEXT", "TEXT", "VARCHAR(64)"},
+	{"t_hours", "DATETIME", "TIMESTAMP", "DATETIME(6)"},
+	{"t_months", "DATETIME", "TIMESTAMPTZ", "TIMESTAMP(6) NULL"},
+	{"d_weeks", "DATE", "DATE", "DATE"},
 }
 
 // conformancePools are the values rows draw from: NULLs, out-of-range
@@ -69,6 +75,40 @@ var conformancePools = [][]any{
 	{-1.0, 0.0, 9.999, 10.0, 20.0, 25.0, nil},
 	{"Male", "male", "MALE", "Male ", "Female", "Ünïcödé", "ünïcödé", "a b", "x'y", "other", "", nil},
 	{"A", "a", "b", "B", "c", nil},
+	{"2024-12-31 23:59:59", "2025-01-01 00:00:00", "2025-01-01 05:59:59.5", "2025-01-01 06:00:00", "2025-01-02 13:14:15", "2025-01-02 23:59:59.999", "2025-01-03 00:00:00", "2030-05-05 05:05:05", nil},
+	{"2024-10-31 23:59:59", "2024-11-01 00:00:00", "2024-12-31 23:59:59.25", "2025-01-01 00:00:00", "2025-02-28 12:00:00", "2025-04-30 23:59:59", "2025-05-01 00:00:00", nil},
+	{"2025-01-05", "2025-01-06", "2025-01-12", "2025-01-13", "2025-02-16", "2025-02-17", "2025-02-20", "2025-02-21", nil},
+}
+
+// timeColumns are the positions of the time columns in a row.
+var timeColumns = []int{8, 9, 10}
+
+// asUnixSeconds stores every other time of the rows as SQLite's other
+// storage, an integer (or, with a fraction, real) number of Unix seconds.
+func asUnixSeconds(rows [][]any) [][]any {
+	out := make([][]any, len(rows))
+	for i, r := range rows {
+		out[i] = append([]any(nil), r...)
+		if i%2 == 0 {
+			continue
+		}
+		for _, j := range timeColumns {
+			s, ok := r[j].(string)
+			if !ok {
+				continue
+			}
+			t, err := time.Parse("2006-01-02 15:04:05.999999999", s)
+			if err != nil {
+				t, _ = time.Parse(time.DateOnly, s)
+			}
+			if t.Nanosecond() != 0 {
+				out[i][j] = float64(t.UnixNano()) / 1e9
+			} else {
+				out[i][j] = t.Unix()
+			}
+		}
+	}
+	return out
 }
 
 func conformanceRows(n int) [][]any {
@@ -173,7 +213,10 @@ func checkConformance(t *testing.T, cat *catalog.Catalog, rows [][]any) {
 			sets = append(sets, []*catalog.Column{a, b})
 		}
 	}
-	sets = append(sets, tab.Columns, nil)
+	// The whole product of the non-time columns, and of the time columns
+	// with two others (the product of all is too large to count here).
+	n := len(tab.Columns) - len(timeColumns)
+	sets = append(sets, tab.Columns[:n], append([]*catalog.Column{tab.Columns[0], tab.Columns[6]}, tab.Columns[n:]...), nil)
 	for _, cols := range sets {
 		got, err := set.Histogram(ctx, tab, cols)
 		if err != nil {
@@ -194,7 +237,7 @@ func checkConformance(t *testing.T, cat *catalog.Catalog, rows [][]any) {
 const conformanceRowCount = 600
 
 func TestConformanceSQLite(t *testing.T) {
-	rows := conformanceRows(conformanceRowCount)
+	rows := asUnixSeconds(conformanceRows(conformanceRowCount))
 	for _, mode := range []string{"delete", "wal"} { // the file scan; the aggregate function
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -223,6 +266,16 @@ func TestConformancePostgres(t *testing.T) {
 	defer db.Close()
 	rows := conformanceRows(conformanceRowCount)
 	load(t, db, "postgres", "conf.t1", rows)
+	// The proxy's sessions read times in UTC whatever the server's default
+	// (the rows were written in UTC; t_months is a timestamptz).
+	var dbName string
+	if err := db.QueryRow("SELECT current_database()").Scan(&dbName); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Exec(ctx, "ALTER DATABASE "+dbName+" SET timezone TO 'America/New_York'"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Exec(ctx, "ALTER DATABASE "+dbName+" RESET timezone")
 	// A qualified source_table is quoted part by part ("conf"."t1").
 	checkConformance(t, conformanceCatalog(t, "main: {driver: postgres, dsn: \""+srv.AdminDSN+"\"}", "conf.t1"), rows)
 }
@@ -240,6 +293,12 @@ func TestConformanceMariaDB(t *testing.T) {
 	defer db.Close()
 	rows := conformanceRows(conformanceRowCount)
 	load(t, db, "mysql", "conf.t1", rows)
+	// The proxy's sessions read TIMESTAMP values in UTC whatever the
+	// server's default (the rows were written in UTC).
+	if err := srv.Exec(ctx, "SET GLOBAL time_zone = '+05:00'"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Exec(ctx, "SET GLOBAL time_zone = 'SYSTEM'")
 	dsn := fmt.Sprintf("root@unix(%s)/conf", strings.TrimSuffix(strings.TrimPrefix(srv.AdminDSN, "root@unix("), ")/?multiStatements=true"))
 	checkConformance(t, conformanceCatalog(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", "conf.t1"), rows)
 }

@@ -27,6 +27,10 @@ type dialect interface {
 	// floorDiv is ⌊(col − min) / width⌋ for col ≥ min: exact for integer
 	// columns, IEEE double arithmetic for floating ones.
 	floorDiv(col string, min, width int64) string
+	// timeBin is a time column's bin index for col within [Min, Max]:
+	// whole seconds (or calendar months) since Min, divided by the width.
+	// The session's time zone is UTC (see openPostgres, openMySQL).
+	timeBin(col string, c *catalog.Column) string
 	// defaultVersion is the query whose value changes when the data does
 	// ("" when the engine has none: cached histograms then live a TTL).
 	defaultVersion() string
@@ -91,6 +95,11 @@ func (q *pushdown) bin(c *catalog.Column) string {
 	case catalog.IntegerRange:
 		fmt.Fprintf(&b, " WHEN %s < %d THEN %d WHEN %s > %d THEN %d ELSE %s END",
 			col, c.Min, cell(c.LowCell()), col, c.Max, cell(c.HighCell()), q.d.floorDiv(col, c.Min, c.Width))
+	case catalog.TimeRange:
+		// Literals compare as the column's type: timestamps and dates in
+		// the session's UTC.
+		fmt.Fprintf(&b, " WHEN %s < '%s' THEN %d WHEN %s >= '%s' THEN %d ELSE %s END",
+			col, catalog.FormatTime(c.Min, false), cell(c.LowCell()), col, catalog.FormatTime(c.Max+1, false), cell(c.HighCell()), q.d.timeBin(col, c))
 	default:
 		k := len(c.Edges) - 1
 		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s > %s THEN %d", col, number(c.Edges[0]), cell(c.LowCell()), col, number(c.Edges[k]), cell(c.HighCell()))

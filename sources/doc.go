@@ -18,8 +18,9 @@
 // Server engines get one pushed-down GROUP BY over binned columns
 // (dialect.go builds it from the catalog's binning rules, so every engine
 // implements catalog.Column.CellOf: categorical values match by exact bytes,
-// ranges bin by ⌊(x − min) / width⌋, NULLs and out-of-domain values go where
-// the column's policy says). Sessions are read-only (PostgreSQL's
+// ranges bin by ⌊(x − min) / width⌋, time columns by whole seconds or
+// calendar months since min in UTC — every session's time zone is UTC —,
+// NULLs and out-of-domain values go where the column's policy says). Sessions are read-only (PostgreSQL's
 // default_transaction_read_only, a READ ONLY transaction on both), every
 // query is cancelled when its context ends (PostgreSQL's cancel request,
 // MySQL's KILL QUERY), pools are bounded by the source's max_connections,

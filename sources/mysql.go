@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -44,6 +45,17 @@ func (mysqlDialect) floorDiv(col string, min, width int64) string {
 	return fmt.Sprintf("FLOOR((%s - %d) / %de0)", col, min, width)
 }
 
+// timeBin counts whole seconds (or months) from Min with TIMESTAMPDIFF,
+// which truncates a fractional second as the catalog's rule does (the
+// difference is ≥ 0 here), and reads DATETIME and DATE as they are, a
+// TIMESTAMP in the session's UTC.
+func (mysqlDialect) timeBin(col string, c *catalog.Column) string {
+	if c.Months > 0 {
+		return fmt.Sprintf("TIMESTAMPDIFF(MONTH, '%s', %s) DIV %d", catalog.FormatTime(c.Min, false), col, c.Months)
+	}
+	return fmt.Sprintf("TIMESTAMPDIFF(SECOND, '%s', %s) DIV %d", catalog.FormatTime(c.Min, false), col, c.Width)
+}
+
 // defaultVersion is InnoDB's log sequence number (MariaDB's
 // Innodb_lsn_current): every committed change to an InnoDB table moves it.
 // MySQL 8 and other engines have no such status variable: the query then
@@ -63,6 +75,12 @@ func openMySQL(ctx context.Context, dsn string, maxConns int) (*server, error) {
 	}
 	cfg.InterpolateParams = false // categorical values travel as bound parameters
 	cfg.ParseTime = false
+	// Time columns are binned in UTC (see package catalog's time rule):
+	// TIMESTAMP values are shown in the session's time zone.
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
 	// Read-only sessions: every histogram runs in START TRANSACTION READ
 	// ONLY (see server.count). (The session variable is transaction_read_only
 	// in MySQL but tx_read_only in MariaDB before 11.1, so it is not set.)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
@@ -42,6 +43,17 @@ func (postgres) floorDiv(col string, min, width int64) string {
 	return fmt.Sprintf("floor((%s - %d) / %d)::bigint", col, min, width)
 }
 
+// timeBin: seconds since the epoch (a timestamp without time zone read as
+// UTC, a timestamptz in UTC, a date at midnight), or calendar months.
+func (postgres) timeBin(col string, c *catalog.Column) string {
+	if c.Months > 0 {
+		t := time.Unix(c.Min, 0).UTC()
+		return fmt.Sprintf("(((extract(year from %s)::bigint - %d) * 12 + extract(month from %s)::bigint - %d) / %d)",
+			col, t.Year(), col, int(t.Month()), c.Months)
+	}
+	return fmt.Sprintf("floor((extract(epoch from %s) - %d) / %d)::bigint", col, c.Min, c.Width)
+}
+
 // defaultVersion is the write-ahead log position (the replay position on a
 // standby): every committed change to a logged table moves it, so a
 // histogram cached at one position is current while the position holds.
@@ -67,6 +79,8 @@ func openPostgres(ctx context.Context, dsn string, maxConns int) (*server, error
 	// Every session reads only: the histogram cannot write, whatever the
 	// role may do.
 	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	// Time columns are binned in UTC (see package catalog's time rule).
+	cfg.RuntimeParams["TimeZone"] = "UTC"
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "dpproxy"
 	}

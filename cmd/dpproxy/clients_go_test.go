@@ -154,6 +154,44 @@ func TestClientsGoDriver(t *testing.T) {
 	}
 }
 
+// The time charts of Grafana, Metabase and Superset through the Go driver,
+// with both kinds of statements; with parseTime the DATE and DATETIME
+// columns scan as times.
+func TestClientsGoDriverTime(t *testing.T) {
+	t.Parallel()
+	cp := startTimeProxy(t)
+	for _, params := range []string{"interpolateParams=false", "interpolateParams=true"} {
+		t.Run(params, func(t *testing.T) {
+			before := releasedAnswers(t, cp)
+			flow := biTimeFlow()
+			checkBITimeFlow(t, goFlow(t, connect(t, cp.addr, "analyst", "analyst", params), flow))
+			checkLedger(t, cp, before+dpSteps(flow))
+		})
+	}
+	db := connect(t, cp.addr, "analyst", "analyst", "parseTime=true")
+	rows, err := db.Query("SELECT DATE(ts) AS d, DATE_ADD(DATE(ts), INTERVAL HOUR(ts) HOUR) AS h, COUNT(*) AS n FROM visits WHERE ts >= '2025-01-21 22:00:00' GROUP BY 1, 2 ORDER BY 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	types, err := rows.ColumnTypes()
+	if err != nil || types[0].DatabaseTypeName() != "DATE" || types[1].DatabaseTypeName() != "DATETIME" {
+		t.Fatalf("column types %v, %v", types, err)
+	}
+	var got []string
+	for rows.Next() {
+		var d, h time.Time
+		var n float64
+		if err := rows.Scan(&d, &h, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Format(time.DateOnly)+" "+h.Format(time.TimeOnly))
+	}
+	if strings.Join(got, ",") != "2025-01-21 22:00:00,2025-01-21 23:00:00" {
+		t.Fatalf("parseTime rows %v (%v)", got, rows.Err())
+	}
+}
+
 func TestClientsGoDriverTLS(t *testing.T) {
 	t.Parallel()
 	cp := startClientProxy(t, clientOpts{tls: true, requireTLS: true})

@@ -139,6 +139,23 @@ func TestClientsMySQLCLI(t *testing.T) {
 	checkBIToolFlow(t, bi)
 }
 
+// The time charts of Grafana, Metabase and Superset through the mysql CLI,
+// each statement in its own session at ε = 1.
+func TestClientsMySQLCLITime(t *testing.T) {
+	t.Parallel()
+	bin := findMySQLCLI(t)
+	cp := startTimeProxy(t)
+	args := cliArgs(cp, "analyst", "analyst")
+	rs := results{}
+	for _, st := range biTimeFlow() {
+		if st.Exec {
+			continue
+		}
+		rs[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = 1; "+st.SQL)
+	}
+	checkBITimeFlow(t, rs)
+}
+
 func TestClientsMySQLCLITLS(t *testing.T) {
 	t.Parallel()
 	bin := findMySQLCLI(t)
