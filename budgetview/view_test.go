@@ -45,6 +45,9 @@ func TestViews(t *testing.T) {
 		{budget.ScopeTable, "", "adult", 100, 1},
 		{budget.ScopeUserTable, "analyst", "adult", 20, 0.75},
 		{budget.ScopeUserTable, "bob", "adult", 20, 0.25},
+		{budget.ScopeTable, "", "events", 100, 0}, // the demo's other table, unspent
+		{budget.ScopeUserTable, "analyst", "events", 20, 0},
+		{budget.ScopeUserTable, "bob", "events", 20, 0},
 		{budget.ScopeTable, "", "gone", math.NaN(), 1}, // spent on, no longer in the catalog
 		{budget.ScopeUserTable, "carol", "gone", math.NaN(), 1},
 	}
@@ -60,7 +63,7 @@ func TestViews(t *testing.T) {
 	}
 
 	mine, err := Mine(ctx, cat, l, "bob")
-	if err != nil || len(mine) != 1 {
+	if err != nil || len(mine) != 2 {
 		t.Fatalf("Mine(bob) = %+v, %v", mine, err)
 	}
 	if m := mine[0]; m.Table != "adult" || m.Limit != 20 || m.Spent != 0.25 || m.Remaining != 19.75 || m.Default != 0.1 || m.Max != 2 {

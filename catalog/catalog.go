@@ -17,7 +17,10 @@ type Catalog struct {
 	Database string
 	Sources  map[string]*Source
 	Tables   []*Table
-	Users    []*User
+	// PublicTables are small public dimension tables (public_tables):
+	// analysts read them freely and join protected tables to them.
+	PublicTables []*PublicTable
+	Users        []*User
 	// Path is the file the catalog was loaded from ("<embedded demo>" for the default).
 	Path string
 	// Ledger configures the privacy ledger's optional signing.
@@ -170,9 +173,24 @@ type Table struct {
 	// each analyst then pays for every answer they get that is not a
 	// repeat.
 	NoMeasurementReuse bool
+	// Private lists columns of the source table that exist but are never
+	// read, selected, grouped or filtered on (lower-case; "private_columns"
+	// in the catalog), such as a user id: a query naming one is refused
+	// with a message rather than told the column does not exist.
+	Private []string
 	// Unit is the table's privacy unit with its contribution bounds; nil
 	// means each row is its own unit (row-level privacy).
 	Unit *PrivacyUnit
+}
+
+// IsPrivate reports whether name (case-insensitive) is a private column.
+func (t *Table) IsPrivate(name string) bool {
+	for _, c := range t.Private {
+		if strings.EqualFold(c, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsUnitColumn reports whether name (case-insensitive) is t's privacy unit

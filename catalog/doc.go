@@ -21,8 +21,8 @@
 //	  auditor: {password_hash: "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", role: auditor}
 //
 // Top-level keys: database (required), sources (required, at least one),
-// tables (required, at least one), users, and the optional ledger, tls,
-// auth_plugin and server sections. Only the keys listed here are
+// tables (required, at least one), users, and the optional public_tables,
+// ledger, tls, auth_plugin and server sections. Only the keys listed here are
 // accepted anywhere; an unknown key is an error.
 //
 // Database, source, table and column names are lower-cased and must then be
@@ -59,6 +59,28 @@
 //     instead of one row. column is not a domain column; max_rows (k) is
 //     required, 1 to MaxUnitRows; max_groups (g) and max_rows_per_group (r)
 //     are optional and at most k. Rows with a NULL unit are not counted.
+//     It must not also be listed in private_columns.
+//   - private_columns: names of source columns that exist but are never
+//     read, selected, grouped, filtered or joined on (a user id); a query
+//     naming one is refused with a message (Table.Private). They must not
+//     be domain columns.
+//
+// Public tables (public_tables, optional; public.go): small dimension
+// tables that analysts read freely and join protected tables to, keyed by
+// name like tables:
+//
+//	public_tables:
+//	  countries:
+//	    columns: {code: text, name: text, region: text}   # text, integer or numeric
+//	    rows:                                             # inline rows, or:
+//	      - [US, United States, North America]
+//	      - [FR, France, ~]                               # ~ is NULL
+//	  calendar: {source: main, source_table: dim_date, columns: {day: text, holiday: integer}}
+//
+// Give rows (inline, one value per column) or source (the rows are read
+// at startup, by package sources, from source_table, default the table's
+// name), not both. A public table holds at most MaxPublicRows rows, and
+// its name must not be a protected table's.
 //
 // Columns, by type:
 //   - integer: min and max (integers, min ≤ max, inclusive) and width (≥ 1,

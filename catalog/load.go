@@ -396,7 +396,7 @@ func (p *parser) name(n node, name string) bool {
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (p *parser) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "users", "ledger", "tls", "auth_plugin", "server", "cache")
+	f, ok := p.fields(root, "database", "sources", "tables", "public_tables", "users", "ledger", "tls", "auth_plugin", "server", "cache")
 	if !ok {
 		return nil
 	}
@@ -437,6 +437,10 @@ func (p *parser) catalog(root node) *Catalog {
 				cat.Tables = append(cat.Tables, t)
 			}
 		}
+	}
+
+	if n, ok := f["public_tables"]; ok {
+		p.publicTables(n, cat, sourceNames)
 	}
 
 	if n, ok := f["users"]; ok {
@@ -647,7 +651,7 @@ var sourceTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (p *parser) table(e entry, sources []string) *Table {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "privacy_unit")
+	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "private_columns", "privacy_unit")
 	if !ok {
 		return nil
 	}
@@ -719,6 +723,9 @@ func (p *parser) table(e entry, sources []string) *Table {
 			}
 		}
 	}
+	if n, ok := f["private_columns"]; ok {
+		p.privateColumns(n, t)
+	}
 	if n, ok := f["privacy_unit"]; ok {
 		t.Unit = p.privacyUnit(n, t)
 	}
@@ -749,6 +756,9 @@ func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
 			good = false
 		} else if t.Column(u.Column) != nil {
 			p.errorf(cn.line, cn.path, "%q is a domain column of table %s: the privacy unit column is never a domain column (remove it from columns)", s, t.Name)
+			good = false
+		} else if t.IsPrivate(u.Column) {
+			p.errorf(cn.line, cn.path, "%q is listed in private_columns of table %s: the privacy unit column is private already, and COUNT(DISTINCT %s) counts it (remove it from private_columns)", s, t.Name, u.Column)
 			good = false
 		}
 	}

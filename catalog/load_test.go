@@ -212,7 +212,7 @@ func TestParseErrors(t *testing.T) {
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, privacy_unit)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, private_columns, privacy_unit)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
@@ -225,7 +225,7 @@ func TestParseErrors(t *testing.T) {
 		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
 			"catalog.yaml:1: tables: at least one table is required"},
 		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
-			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, users, ledger, tls, auth_plugin, server, cache)\n" +
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, public_tables, users, ledger, tls, auth_plugin, server, cache)\n" +
 				"catalog.yaml:1: database: required"},
 		{"role", edit("role: analyst", "role: admin"),
 			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},
@@ -326,8 +326,14 @@ func TestDemo(t *testing.T) {
 	if s := c.Sources["main"]; s == nil || s.Driver != "sqlite" || s.Path != "demo.sqlite" {
 		t.Errorf("source %+v", s)
 	}
-	if len(c.Tables) != 1 {
+	if len(c.Tables) != 2 || c.Table("events") == nil {
 		t.Fatalf("%d tables", len(c.Tables))
+	}
+	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 10 || ev.Column("user_id") != nil {
+		t.Errorf("events: user_id must be the privacy unit, not a domain column: %+v", ev)
+	}
+	if pt := c.PublicTable("countries"); pt == nil || len(pt.Rows) != 20 || pt.Column("region") != 2 {
+		t.Errorf("public table countries: %+v", pt)
 	}
 	tb := c.Table("adult")
 	if tb == nil || tb.Source != "main" || tb.SourceTable != "adult" || tb.Noise != Laplace {

@@ -416,6 +416,9 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	refs := make([]map[string]bool, len(qs))
 	used := map[string]bool{}
 	for i, st := range qs {
+		if err := checkJoins(t, st.Query.Joins); err != nil {
+			return nil, err
+		}
 		r, err := references(t, st.Query)
 		if err != nil {
 			return nil, err

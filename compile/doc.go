@@ -21,6 +21,9 @@
 //   - eval.go, value.go, funcs.go, collate.go: the evaluator of
 //     expressions on cells (ranges of a bin's values, MySQL's types,
 //     functions and collation).
+//   - join.go: columns of public tables reached through a join
+//     (parser.Lookup), and the check that a join key matches at most one
+//     public row on every cell, so that a join never multiplies a row.
 //   - timefuncs.go: dates and times (Unix seconds typed DATE or
 //     DATETIME, in UTC), MySQL's date functions, and the evaluation of a
 //     time bin piece by piece (its days or hours) when ranges alone cannot

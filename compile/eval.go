@@ -54,6 +54,9 @@ type evaluator struct {
 	t        *catalog.Table
 	co       *collation
 	literals map[parser.Literal]val // literals read once per compilation
+	// joinKeys indexes each join's public keys (by the Lookup's first
+	// key), built on first use (join.go).
+	joinKeys map[*parser.Value]*keyIndex
 }
 
 func newEvaluator(t *catalog.Table) *evaluator {
@@ -186,6 +189,8 @@ func (ev *evaluator) expr(e parser.Expr, en env) (val, error) {
 			return nullVal, nil
 		}
 		return ev.expr(e.Else, en)
+	case parser.Lookup:
+		return ev.lookup(e, en)
 	case parser.Cond:
 		t, err := ev.pred(e.P, en)
 		if err != nil {

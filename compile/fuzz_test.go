@@ -23,16 +23,18 @@ func FuzzCompile(f *testing.F) {
 		"SELECT age DIV 5 AS d FROM t GROUP BY d",
 		"SELECT sex, COUNT(DISTINCT uid) FROM t WHERE age > 20 GROUP BY sex",
 		"SELECT COUNT(DISTINCT uid) FROM t WHERE uid > 3",
+		"SELECT f.faculty, SUM(d.years) FROM t JOIN dims d ON t.edu = d.edu LEFT JOIN fields f ON d.field = f.name WHERE d.field LIKE 's%' GROUP BY 1",
+		"SELECT COUNT(*) FROM t LEFT JOIN dupci x ON t.edu = x.edu JOIN decades a USING (age)",
 		"SELECT sex, DP_MEDIAN(age), DP_QUANTILE(hours, 0.9) AS p FROM t WHERE age > 20 GROUP BY sex HAVING p > 10 ORDER BY p",
 	} {
 		f.Add(seed)
 	}
-	protected := func(_, table string) bool { return table == "t" }
+	env := joinEnv() // t (u is a second protected table) and the public tables of the join tests
 	f.Fuzz(func(t *testing.T, sql string) {
 		if len(sql) > 2000 {
 			return
 		}
-		sts, err := parser.Parse(sql, protected)
+		sts, err := parser.ParseEnv(sql, env)
 		if err != nil {
 			return
 		}

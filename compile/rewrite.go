@@ -30,6 +30,9 @@ func rewriteExpr(e parser.Expr, f func(parser.Expr) (parser.Expr, bool)) parser.
 		return out
 	case parser.Cond:
 		return parser.Cond{P: rewritePred(x.P, f)}
+	case parser.Lookup:
+		x.Key = rewriteExpr(x.Key, f)
+		return x
 	}
 	return e
 }

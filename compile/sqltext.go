@@ -66,6 +66,12 @@ func exprSQL(e parser.Expr, nested bool) string {
 		return b.String()
 	case parser.Cond:
 		return "(" + PredSQL(e.P) + ")"
+	case parser.Lookup:
+		if e.Column == "" {
+			// An inner join's condition.
+			return ExprSQL(e.Key) + " IN (SELECT " + e.KeyColumn + " FROM " + e.Table + ")"
+		}
+		return e.Name()
 	}
 	return "?"
 }

@@ -1,6 +1,9 @@
-// Package demo generates dpproxy's demo data set: a synthetic census table
-// adult in the style of the UCI Adult data, in an SQLite file. Its columns
-// and domains are the ones the embedded demo catalog (catalog.Demo) declares.
+// Package demo generates dpproxy's demo data set in an SQLite file: a
+// synthetic census table adult in the style of the UCI Adult data, and
+// events, a synthetic web-shop event log (events.go: user_id, ts, country,
+// device, page, duration_s, amount; EventsPerRow events per adult row,
+// many per user). Their columns and domains are the ones the embedded demo
+// catalog (catalog.Demo) declares.
 //
 // The data is synthetic and deterministic: it comes from a fixed-seed
 // splitmix64 generator and integer arithmetic only, so the same row count
@@ -31,7 +34,7 @@ const (
 	seed uint64 = 0x5eed_0ad0_1701
 	// version changes whenever the generated content changes, so that files
 	// written by an older generator are regenerated.
-	version = 1
+	version = 2
 	// userVersion is the PRAGMA user_version that marks a file as a demo
 	// database ("dp" 0xde 0x01). Generate only overwrites files that carry it
 	// or that hold no tables at all.
@@ -60,7 +63,7 @@ func Generate(ctx context.Context, path string, rows int) error {
 	if err != nil || ok {
 		return err
 	}
-	return build(ctx, path, rows, seed)
+	return build(ctx, path, rows, EventsPerRow*rows, seed)
 }
 
 // upToDate reports whether path is a demo database with the wanted content,
@@ -102,7 +105,11 @@ func upToDate(ctx context.Context, path string, rows int) (bool, error) {
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM adult").Scan(&n); err != nil {
 		return false, nil
 	}
-	return v == version && uint64(s) == seed && r == int64(rows) && n == int64(rows), nil
+	var ne int64
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM events").Scan(&ne); err != nil {
+		return false, nil
+	}
+	return v == version && uint64(s) == seed && r == int64(rows) && n == int64(rows) && ne == EventsPerRow*int64(rows), nil
 }
 
 const createAdult = `CREATE TABLE adult (
@@ -133,7 +140,8 @@ func insertAdult(n int) string {
 	return b.String()
 }
 
-func build(ctx context.Context, path string, rows int, seed uint64) (err error) {
+// build writes the demo database: rows adult rows and events events rows.
+func build(ctx context.Context, path string, rows, events int, seed uint64) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -158,7 +166,7 @@ func build(ctx context.Context, path string, rows int, seed uint64) (err error) 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if err := fill(ctx, db, rows, seed); err != nil {
+	if err := fill(ctx, db, rows, events, seed); err != nil {
 		db.Close()
 		return fmt.Errorf("demo: generating %s: %w", path, err)
 	}
@@ -190,7 +198,7 @@ func syncFile(name string) error {
 	return f.Close()
 }
 
-func fill(ctx context.Context, db *sql.DB, rows int, seed uint64) error {
+func fill(ctx context.Context, db *sql.DB, rows, events int, seed uint64) error {
 	db.SetMaxOpenConns(1)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -237,6 +245,9 @@ func fill(ctx context.Context, db *sql.DB, rows int, seed uint64) error {
 			return err
 		}
 		done += n
+	}
+	if err := fillEvents(ctx, tx, events, seed); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

@@ -54,6 +54,8 @@ type Engine struct {
 	// dashboard query, or the accuracy target's search over ε, plans in
 	// microseconds after the first time.
 	planner *planner.Planner
+	// public are the catalog's public tables as the parser joins them.
+	public map[string]*parser.PublicTable
 	// measures holds the measurements released so far (known.go); nil
 	// when no store could be opened.
 	measures *measure.Store
@@ -75,7 +77,55 @@ func New(cfg Config) *Engine {
 			ms = nil
 		}
 	}
-	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms}
+	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms,
+		public: parserPublicTables(cfg.Catalog)}
+}
+
+// parserPublicTables converts the catalog's public tables for the parser.
+func parserPublicTables(cat *catalog.Catalog) map[string]*parser.PublicTable {
+	out := map[string]*parser.PublicTable{}
+	for _, t := range cat.PublicTables {
+		pt := &parser.PublicTable{Name: t.Name}
+		for _, c := range t.Columns {
+			pt.Columns = append(pt.Columns, c.Name)
+			pt.Text = append(pt.Text, c.Type == catalog.PublicText)
+		}
+		for _, r := range t.Rows {
+			row := make([]parser.Value, len(r))
+			for i, v := range r {
+				if v.Null {
+					row[i] = parser.Value{Null: true}
+				} else {
+					row[i] = parser.Value{Lit: parser.Literal{Text: v.Text, Quoted: pt.Text[i]}}
+				}
+			}
+			pt.Rows = append(pt.Rows, row)
+		}
+		out[t.Name] = pt
+	}
+	return out
+}
+
+// env is what the parser needs to know of the catalog.
+func (e *Engine) env() parser.Env { return e.envAt(time.Time{}) }
+
+// envAt is env with the request's time (NOW() is one time per request).
+func (e *Engine) envAt(now time.Time) parser.Env {
+	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Now: now}
+}
+
+// isPrivate reports whether a column is one queries never read: a
+// private column, or the privacy unit (which only COUNT(DISTINCT) names).
+func (e *Engine) isPrivate(table, column string) bool {
+	t := e.cat.Table(table)
+	return t != nil && (t.IsPrivate(column) || t.IsUnitColumn(column))
+}
+
+func (e *Engine) publicTable(schema, table string) *parser.PublicTable {
+	if schema != "" && !strings.EqualFold(schema, e.cat.Database) {
+		return nil
+	}
+	return e.public[strings.ToLower(table)]
 }
 
 func (e *Engine) protected(schema, table string) bool {
@@ -116,7 +166,7 @@ func unitBound(t *catalog.Table, opt planner.Options, selEps float64, selSens in
 // Intercepts reports whether stmt references a protected table, so that the
 // engine (not the schema-only database) must answer or refuse it.
 func (e *Engine) Intercepts(stmt string) bool {
-	sts, err := parser.ParseWithColumns(stmt, e.protected, e.hasColumn)
+	sts, err := parser.ParseEnv(stmt, e.env())
 	if err != nil {
 		return true // a refusal about a protected table: the engine reports it
 	}
@@ -135,7 +185,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 	var parsed []*parser.Statement
 	now := time.Now() // NOW() is one time for the whole request
 	for _, text := range stmts {
-		sts, err := parser.ParseAt(text, e.protected, e.hasColumn, now)
+		sts, err := parser.ParseEnv(text, e.envAt(now))
 		if err != nil {
 			return nil, err
 		}

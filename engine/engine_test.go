@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/answers"
@@ -49,6 +51,30 @@ users:
   auditor: {password: auditor, role: auditor}
 `
 
+// fixtureDemo generates the fixtures' demo data (5000 adult rows, 20,000
+// events) once per test binary, in fixtureDir; each fixture works on its
+// own copy.
+var (
+	fixtureDir  string
+	fixtureDemo = sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "engine-demo-")
+		if err != nil {
+			return "", err
+		}
+		fixtureDir = dir
+		path := filepath.Join(dir, "demo.sqlite")
+		return path, demo.Generate(context.Background(), path, 5000)
+	})
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixtureDir != "" {
+		os.RemoveAll(fixtureDir)
+	}
+	os.Exit(code)
+}
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	return newFixtureCatalog(t, testCatalog)
@@ -60,7 +86,15 @@ func newFixtureCatalog(t testing.TB, yaml string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	if err := demo.Generate(ctx, filepath.Join(dir, "demo.sqlite"), 5000); err != nil {
+	src, err := fixtureDemo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "demo.sqlite"), data, 0o600)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	cat, err := catalog.Parse("test.yaml", []byte(yaml))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -70,8 +71,9 @@ type ReloadResult struct {
 	Changes []budget.LimitChange
 	// Ignored lists the differences of the new catalog that a reload does
 	// not apply (they need a restart): the database name, sources, tables
-	// added or removed, a table's source, noise or columns, users added or
-	// removed or whose password or role changed, the server section.
+	// added or removed, a table's source, noise, columns or private
+	// columns, the public tables, users added or removed or whose password
+	// or role changed, the server section.
 	Ignored []string
 }
 
@@ -133,6 +135,9 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 	if cur.Server != next.Server {
 		ignored = append(ignored, "server settings")
 	}
+	if !samePublicTables(cur.PublicTables, next.PublicTables) {
+		ignored = append(ignored, "public tables")
+	}
 	out.Tables = make([]*catalog.Table, len(cur.Tables))
 	for i, t := range cur.Tables {
 		c := *t
@@ -141,8 +146,8 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 		switch {
 		case nt == nil:
 			ignored = append(ignored, "table "+t.Name+" removed")
-		case nt.Source != t.Source || nt.SourceTable != t.SourceTable || nt.Noise != t.Noise || !reflect.DeepEqual(nt.Columns, t.Columns):
-			ignored = append(ignored, "table "+t.Name+": source, noise or columns (its budget is not changed either)")
+		case nt.Source != t.Source || nt.SourceTable != t.SourceTable || nt.Noise != t.Noise || !reflect.DeepEqual(nt.Columns, t.Columns) || !slices.Equal(nt.Private, t.Private):
+			ignored = append(ignored, "table "+t.Name+": source, noise, columns or private columns (its budget is not changed either)")
 		default:
 			c.Budget = nt.Budget
 		}
@@ -172,4 +177,23 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 		}
 	}
 	return &out, ignored
+}
+
+// samePublicTables compares two catalogs' public tables as declared: the
+// rows of a table read from a source are not compared (next's are not
+// loaded).
+func samePublicTables(a, b []*catalog.PublicTable) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := *a[i], *b[i]
+		if x.Source != "" {
+			x.Rows, y.Rows = nil, nil
+		}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
 }

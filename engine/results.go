@@ -628,6 +628,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("batch", fmt.Sprintf("%d statements, measured together", len(sts)))
 	}
 	add("columns", strings.Join(dom, " × "))
+	explainJoins(sts, add)
 	// What each query's groups are, and which queries are known from the
 	// declared domain without a measurement.
 	queries := func() {
@@ -924,4 +925,20 @@ func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
 		out[i] = nt
 	}
 	return out, sub, true
+}
+
+// explainJoins says, for each query joined to public tables, what each
+// join does to the domain and why it leaves the sensitivity alone.
+func explainJoins(sts []*parser.Statement, add func(k, v string)) {
+	for q, st := range sts {
+		for _, j := range st.Query.Joins {
+			key := compile.ExprSQL(j.Match.Key)
+			what := "cells whose key matches no row are dropped"
+			if j.Left {
+				what = "every cell kept, its columns NULL where the key matches no row"
+			}
+			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s.* are functions of %s (%s); the key is unique on every cell, so a row joins at most once: sensitivity as without the join",
+				j.SQL(key), j.Match.Alias, key, what))
+		}
+	}
 }

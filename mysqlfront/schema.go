@@ -15,7 +15,8 @@ import (
 )
 
 // schemaOnlyDatabase is the GMS database clients browse: the protected
-// tables' columns and nothing else. Its tables have no rows and refuse to be
+// tables' columns and nothing else, and the public tables with their rows
+// (see publicTable). Its tables have no rows and refuse to be
 // read: a statement that reaches go-mysql-server and scans a protected table
 // (one the backend did not recognise as its own, e.g. through a
 // classification gap) fails with 3900 instead of answering from an empty
@@ -44,6 +45,13 @@ func schemaOnlyDatabase(cat *catalog.Catalog) (*memory.DbProvider, error) {
 		}
 		db.tables = append(db.tables, &schemaTable{name: t.Name, schema: sql.NewPrimaryKeySchema(schema)})
 	}
+	for _, t := range cat.PublicTables {
+		pt, err := newPublicTable(cat.Database, t)
+		if err != nil {
+			return nil, err
+		}
+		db.tables = append(db.tables, pt)
+	}
 	return memory.NewDBProvider(db), nil
 }
 
@@ -71,7 +79,7 @@ func columnType(sqlType string) (sql.Type, error) {
 type schemaDatabase struct {
 	*memory.Database
 	name   string
-	tables []*schemaTable
+	tables []sql.Table // schemaTables, then publicTables
 }
 
 var (
@@ -83,7 +91,7 @@ func (d *schemaDatabase) Name() string { return d.name }
 
 func (d *schemaDatabase) GetTableInsensitive(_ *sql.Context, name string) (sql.Table, bool, error) {
 	for _, t := range d.tables {
-		if strings.EqualFold(t.name, name) {
+		if strings.EqualFold(t.Name(), name) {
 			return t, true, nil
 		}
 	}
@@ -93,7 +101,7 @@ func (d *schemaDatabase) GetTableInsensitive(_ *sql.Context, name string) (sql.T
 func (d *schemaDatabase) GetTableNames(*sql.Context) ([]string, error) {
 	out := make([]string, len(d.tables))
 	for i, t := range d.tables {
-		out[i] = t.name
+		out[i] = t.Name()
 	}
 	return out, nil
 }

@@ -519,6 +519,11 @@ func (b *selectBuilder) resolveAlias(c *sqlparser.ColName, clause string) (Expr,
 // isColumn reports whether name is a column of the table; without a
 // column checker every name may be one.
 func (b *selectBuilder) isColumn(name string) bool {
+	for _, j := range b.joins {
+		if j.table.column(strings.ToLower(name)) >= 0 {
+			return true
+		}
+	}
 	if b.c.columns == nil {
 		return b.byAlias(name) < 0
 	}

@@ -8,6 +8,8 @@ const (
 	CodeParseError     = 1064 // ER_PARSE_ERROR, SQLSTATE 42000
 	CodeNoSuchTable    = 1146 // ER_NO_SUCH_TABLE, 42S02
 	CodeBadField       = 1054 // ER_BAD_FIELD_ERROR, 42S22
+	CodeNonUniqField   = 1052 // ER_NON_UNIQ_ERROR, 23000: an unqualified column of two joined tables
+	CodeNonUniqTable   = 1066 // ER_NONUNIQ_TABLE, 42000: two joined tables with one alias
 	CodeAccessDenied   = 1045 // ER_ACCESS_DENIED_ERROR, 28000
 	CodeNotSupported   = 1235 // ER_NOT_SUPPORTED_YET, 42000: the SQL is valid MySQL but not a DP query dpproxy answers
 	CodeDPRefused      = 3900 // dpproxy: the query would expose rows or leaves the domain (SQLSTATE HY000)
@@ -32,8 +34,10 @@ func Errorf(code int, format string, args ...any) *Error {
 
 func sqlStateFor(code int) string {
 	switch code {
-	case CodeParseError, CodeNotSupported:
+	case CodeParseError, CodeNotSupported, CodeNonUniqTable:
 		return "42000"
+	case CodeNonUniqField:
+		return "23000"
 	case CodeNoSuchTable:
 		return "42S02"
 	case CodeBadField:

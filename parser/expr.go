@@ -170,6 +170,8 @@ func ExprColumns(e Expr) []string {
 			}
 		case Cond:
 			visitP(e.P)
+		case Lookup:
+			visitE(e.Key)
 		}
 	}
 	visitP = func(p Pred) {

@@ -24,10 +24,23 @@ func FuzzParse(f *testing.F) {
 		"SELECT `t`.`sex` FROM `demo`.`adult` `t` GROUP BY 1 HAVING COUNT(*) > 2 ORDER BY 1 LIMIT 0",
 		"SELECT 1",
 		"(SELECT COUNT(*) FROM adult)",
+		"SELECT d.region, COUNT(*) FROM adult a JOIN dims d ON a.sex = d.code LEFT JOIN dims2 x USING (code) WHERE d.region LIKE 'E%' GROUP BY 1",
+		"SELECT COUNT(*) FROM dims d RIGHT JOIN adult ON sex = code, dims WHERE user_id = 1",
 	} {
 		f.Add(s)
 	}
-	known := map[int]bool{CodeParseError: true, CodeNoSuchTable: true, CodeBadField: true, CodeNotSupported: true, CodeDPRefused: true}
+	known := map[int]bool{CodeParseError: true, CodeNoSuchTable: true, CodeBadField: true, CodeNotSupported: true, CodeDPRefused: true,
+		CodeNonUniqField: true, CodeNonUniqTable: true}
+	dims := &PublicTable{Name: "dims", Columns: []string{"code", "region", "sex"}, Text: []bool{true, true, true},
+		Rows: [][]Value{{Value{Lit: Literal{Text: "Male", Quoted: true}}, Value{Lit: Literal{Text: "Europe", Quoted: true}}, Value{Null: true}}}}
+	env := Env{Protected: protectedAdult, Columns: adultColumns,
+		Private: func(_, c string) bool { return c == "user_id" },
+		Public: func(_, t string) *PublicTable {
+			if t == "dims" || t == "dims2" {
+				return dims
+			}
+			return nil
+		}}
 	f.Fuzz(func(t *testing.T, sql string) {
 		// A parse that does not end is a finding too.
 		done := make(chan struct{})
@@ -43,6 +56,7 @@ func FuzzParse(f *testing.F) {
 			"Parse":            func() ([]Statement, error) { return Parse(sql, protectedAdult) },
 			"ParseWithColumns": func() ([]Statement, error) { return ParseWithColumns(sql, protectedAdult, adultColumns) },
 			"Parse, no tables": func() ([]Statement, error) { return Parse(sql, nil) },
+			"ParseEnv":         func() ([]Statement, error) { return ParseEnv(sql, env) },
 		} {
 			sts, err := parse()
 			if err == nil {

@@ -119,6 +119,11 @@ type Query struct {
 	Having  Pred
 	OrderBy []OrderItem
 	Limit   *int64
+	// Joins are the public tables joined to Table, in order. Their columns
+	// are already Lookups in the other fields; compile/ checks each join's
+	// key on the whole domain (Join.Match) even when the query reads none
+	// of its columns.
+	Joins []Join
 }
 
 // OrderItem orders the output rows. Exactly one of Column / SelectIndex is meaningful:

@@ -122,8 +122,9 @@ type Columns func(table, column string) bool
 // reads without GROUP BY, constants selected row by row, a column or
 // expression that is not a GROUP BY key), single-row statistics (MIN, MAX,
 // ANY_VALUE, GROUP_CONCAT, JSON_ARRAYAGG, JSON_OBJECTAGG, BIT_AND/OR/XOR),
-// joins, subqueries, derived tables, CTEs, UNION/INTERSECT/EXCEPT or more
-// than one table when a protected table is involved, SELECT ... INTO, a
+// joins other than to public tables on a domain column (see ParseEnv),
+// private columns, subqueries, derived tables, CTEs, UNION/INTERSECT/EXCEPT
+// when a protected table is involved, SELECT ... INTO, a
 // WHERE or HAVING on a domain list, HAVING on a column that is not a key,
 // and every write (INSERT, UPDATE, DELETE, REPLACE, LOAD, DDL) on a
 // protected table (read-only).
@@ -167,7 +168,7 @@ func Parse(sql string, protected Protected) ([]Statement, error) {
 // MySQL's message (`Unknown column 'c' in 'field list'`), before any
 // refusal. A nil columns checks qualifiers only, like Parse.
 func ParseWithColumns(sql string, protected Protected, columns Columns) ([]Statement, error) {
-	return ParseAt(sql, protected, columns, time.Now())
+	return ParseEnv(sql, Env{Protected: protected, Columns: columns})
 }
 
 // ParseAt is ParseWithColumns with the request's time: NOW(),
@@ -176,19 +177,7 @@ func ParseWithColumns(sql string, protected Protected, columns Columns) ([]State
 // as a constant (TIMESTAMP('2025-01-01 10:00:00'), DATE('2025-01-01')), so
 // that a query's meaning, and whatever is cached under it, is fixed.
 func ParseAt(sql string, protected Protected, columns Columns, now time.Time) ([]Statement, error) {
-	now = now.UTC().Truncate(time.Second)
-	if protected == nil {
-		protected = func(string, string) bool { return false }
-	}
-	var out []Statement
-	for _, p := range split(sql) {
-		st, err := parseOne(p, protected, columns, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return ParseEnv(sql, Env{Protected: protected, Columns: columns, Now: now})
 }
 
 // vitessParse parses one statement, turning a parser panic into an error.
@@ -201,13 +190,13 @@ func vitessParse(text string) (tree sqlparser.Statement, err error) {
 	return sqlparser.Parse(text)
 }
 
-func parseOne(p piece, protected Protected, columns Columns, now time.Time) (Statement, error) {
+func parseOneEnv(p piece, env Env) (Statement, error) {
 	if inner, analyze, ok := explainTarget(p); ok {
 		// EXPLAIN [ANALYZE] [FORMAT=...] SELECT ...: the inner select is
 		// parsed on its own, so that vitess (which rejects FORMAT=JSON and
 		// loses the written select expressions under EXPLAIN) sees plain
 		// SELECT text.
-		st, err := parseOne(inner, protected, columns, now)
+		st, err := parseOneEnv(inner, env)
 		if err != nil {
 			return Statement{}, err
 		}
@@ -225,18 +214,18 @@ func parseOne(p piece, protected Protected, columns Columns, now time.Time) (Sta
 	if err != nil {
 		if inner, ok := unwrapParens(p); ok {
 			// vitess rejects a parenthesised top-level SELECT; MySQL does not.
-			st, err2 := parseOne(inner, protected, columns, now)
+			st, err2 := parseOneEnv(inner, env)
 			if e, ok := err2.(*Error); err2 == nil || (ok && e.Code != CodeParseError) {
 				st.Text = p.text
 				return st, err2
 			}
 		}
-		if mentionsProtected(p.toks, protected) {
+		if mentionsProtected(p.toks, env.Protected) {
 			return Statement{}, syntaxError(p, err)
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: protected, columns: columns, now: now}
+	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public, now: env.Now}
 	kind, q, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -369,8 +358,10 @@ func syntaxError(p piece, err error) *Error {
 type classifier struct {
 	text      string
 	protected Protected
-	columns   Columns   // nil: existence of columns is not checked
-	now       time.Time // the request's time, UTC, whole seconds
+	columns   Columns        // nil: existence of columns is not checked
+	private   PrivateColumns // nil: no private columns
+	public    PublicTables   // nil: no public tables
+	now       time.Time      // the request's time, UTC, whole seconds
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {
@@ -418,7 +409,7 @@ func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query,
 		return KindPassthrough, nil, nil
 	case *sqlparser.Prepare:
 		if !strings.HasPrefix(s.Expr, "@") {
-			sts, err := ParseWithColumns(s.Expr, c.protected, c.columns)
+			sts, err := ParseEnv(s.Expr, Env{Protected: c.protected, Columns: c.columns, Private: c.private, Public: c.public, Now: c.now})
 			if err != nil {
 				return 0, nil, err
 			}

@@ -553,9 +553,9 @@ func TestParseRefusals(t *testing.T) {
 		{"SELECT DP_CI_LOW(MAX(age)) FROM adult", CodeDPRefused, "MAX is refused"},
 		{"SELECT COUNT(*) OVER () FROM adult", CodeNotSupported, "window functions"},
 		// Tables, joins, subqueries, set operations.
-		{"SELECT COUNT(*) FROM adult a JOIN other o ON a.id = o.id", CodeDPRefused, "joins and queries over more than one table"},
-		{"SELECT COUNT(*) FROM adult, other", CodeDPRefused, "joins and queries over more than one table"},
-		{"SELECT COUNT(*) FROM other JOIN adult USING (id)", CodeDPRefused, "joins and queries over more than one table"},
+		{"SELECT COUNT(*) FROM adult a JOIN other o ON a.id = o.id", CodeDPRefused, "table 'other' is not a public table"},
+		{"SELECT COUNT(*) FROM adult, other", CodeDPRefused, "a list of tables (FROM a, b) is written as a JOIN"},
+		{"SELECT COUNT(*) FROM other JOIN adult USING (id)", CodeDPRefused, "table 'other' is not a public table"},
 		{"SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(x) FROM other)", CodeDPRefused, "subqueries"},
 		{"SELECT COUNT(*) FROM adult WHERE EXISTS (SELECT 1 FROM other)", CodeDPRefused, "subqueries"},
 		{"SELECT COUNT(*) FROM (SELECT * FROM adult) t", CodeDPRefused, "subqueries"},

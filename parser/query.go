@@ -38,7 +38,8 @@ type selectBuilder struct {
 	c      *classifier
 	sel    *sqlparser.Select
 	table  sqlparser.TableName
-	alias  string // table alias as written, "" if none
+	alias  string    // table alias as written, "" if none
+	joins  []*joined // public tables joined to the table, in order
 	items  []item
 	clause string // the clause being converted, for 1054 messages and name resolution ("where clause", "having clause")
 }
@@ -78,17 +79,32 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	}
 	var tn sqlparser.TableName
 	var ate *sqlparser.AliasedTableExpr
+	var steps []joinStep
 	if len(sel.From) == 1 {
-		if a, ok := sel.From[0].(*sqlparser.AliasedTableExpr); ok {
+		switch a := sel.From[0].(type) {
+		case *sqlparser.AliasedTableExpr:
 			if t, ok := a.Expr.(sqlparser.TableName); ok && c.isProtected(t) {
 				tn, ate = t, a
 			}
+		case *sqlparser.JoinTableExpr:
+			base, js, err := c.fromJoins(a, prot[0])
+			if err != nil {
+				return 0, nil, err
+			}
+			tn, ate, steps = base.name, base.ate, js
 		}
 	}
 	if ate == nil {
-		return 0, nil, Errorf(CodeDPRefused, "joins and queries over more than one table are not supported when a protected table is involved: dpproxy answers aggregate queries over one protected table, e.g. SELECT a, COUNT(*) FROM %s WHERE ... GROUP BY a", strings.ToLower(prot[0].Name.String()))
+		p := strings.ToLower(prot[0].Name.String())
+		if len(prot) > 1 {
+			return 0, nil, Errorf(CodeDPRefused, "joins between protected tables are not supported: a joined row would mix the rows of two tables, so no per-row privacy bound holds; query each protected table on its own, or join it to a public table (%s)", joinHelp)
+		}
+		return 0, nil, Errorf(CodeDPRefused, "this FROM clause is not supported with a protected table: dpproxy answers aggregate queries over one protected table, e.g. SELECT a, COUNT(*) FROM %s WHERE ... GROUP BY a, optionally joined to public tables with JOIN ... ON (%s); a list of tables (FROM a, b) is written as a JOIN", p, joinHelp)
 	}
 	b := &selectBuilder{c: c, sel: sel, table: tn, alias: ate.As.String(), clause: "where clause"}
+	if err := b.resolveJoins(steps); err != nil {
+		return 0, nil, err
+	}
 	// MySQL resolves names before it judges anything else.
 	if err := b.checkNames(); err != nil {
 		return 0, nil, err
@@ -105,7 +121,15 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if len(sel.Window) > 0 {
 		return 0, nil, Errorf(CodeNotSupported, "window functions are not supported; %s", selectHelp)
 	}
-	return b.build()
+	kind, q, err := b.build()
+	if err != nil {
+		return 0, nil, err
+	}
+	if kind == KindDomainList && len(b.joins) > 0 {
+		return 0, nil, Errorf(CodeNotSupported, "a domain list over a join is not supported: the public table's values are public, read them directly (SELECT DISTINCT d.region FROM countries d), or count per value with SELECT d.region, COUNT(*) ... GROUP BY d.region")
+	}
+	b.rewriteJoins(q)
+	return kind, q, nil
 }
 
 // checkNames resolves every column reference of the query block in MySQL's
@@ -138,24 +162,36 @@ func (b *selectBuilder) checkNames() error {
 		return sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
 			switch x := n.(type) {
 			case *sqlparser.StarExpr:
-				if !x.TableName.IsEmpty() && !b.qualifierOK(x.TableName) {
+				if !x.TableName.IsEmpty() && !b.qualifierOK(x.TableName) && !b.qualifiesAJoin(x.TableName) {
 					return false, Errorf(CodeBadField, "Unknown column '%s.*' in '%s'", x.TableName.Name.String(), clause)
+				}
+			case *sqlparser.FuncExpr:
+				// COUNT(DISTINCT c) of a private column: compile answers it
+				// for the table's privacy unit (the number of units) and
+				// refuses it for any other column.
+				if c := countDistinctColumn(x); c != nil {
+					resolved, err := b.column(c, clause)
+					if err != nil {
+						return false, err
+					}
+					if b.c.private != nil && !strings.Contains(resolved, ".") && b.c.private(strings.ToLower(b.table.Name.String()), resolved) {
+						return false, nil
+					}
+					return false, b.checkColumn(c, resolved, clause)
 				}
 			case *sqlparser.ColName:
 				if isVariable(x) {
 					return false, nil
 				}
-				if _, err := b.column(x, clause); err != nil {
+				resolved, err := b.column(x, clause)
+				if err != nil {
 					return false, err
 				}
 				name := x.Name.String()
-				if items && x.Qualifier.IsEmpty() && isItem(name) {
+				if items && x.Qualifier.IsEmpty() && isItem(name) && !b.isPrivate(name) {
 					return false, nil
 				}
-				if b.c.columns != nil && !b.c.columns(strings.ToLower(b.table.Name.String()), strings.ToLower(name)) {
-					return false, Errorf(CodeBadField, "Unknown column '%s' in '%s'", colText(x), clause)
-				}
-				return false, nil
+				return false, b.checkColumn(x, resolved, clause)
 			case *sqlparser.Subquery:
 				return false, nil // refused elsewhere; its names are its own
 			}
@@ -567,6 +603,8 @@ func forChildren(e Expr, fe func(Expr), fp func(Pred)) {
 		}
 	case Cond:
 		fp(e.P)
+	case Lookup:
+		fe(e.Key)
 	}
 }
 
@@ -612,7 +650,7 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 		it := item{SelectItem: SelectItem{Column: "*", Alias: "*"}, kind: itemStar, text: "*"}
 		if !e.TableName.IsEmpty() {
 			it.text = e.TableName.Name.String() + ".*"
-			if !b.qualifierOK(e.TableName) {
+			if !b.qualifierOK(e.TableName) && !b.qualifiesAJoin(e.TableName) {
 				it.err = Errorf(CodeBadField, "Unknown column '%s' in 'field list'", it.text)
 			}
 		}
@@ -1039,8 +1077,14 @@ func (b *selectBuilder) qualifierOK(q sqlparser.TableName) bool {
 	return b.c.protected(q.DbQualifier.String(), strings.ToLower(name))
 }
 
-// column resolves a column reference to its lower-case name.
+// column resolves a column reference to its lower-case name: alias.col
+// for a column of a joined public table.
 func (b *selectBuilder) column(c *sqlparser.ColName, clause string) (string, error) {
+	if len(b.joins) > 0 {
+		if name, found, err := b.joinColumn(c, clause); found || err != nil {
+			return name, err
+		}
+	}
 	if !c.Qualifier.IsEmpty() && !b.qualifierOK(c.Qualifier) {
 		return "", Errorf(CodeBadField, "Unknown column '%s' in '%s'", colText(c), clause)
 	}
@@ -1269,4 +1313,18 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 		}
 	}
 	return out, nil
+}
+
+// countDistinctColumn is c of COUNT(DISTINCT c) for one plain column c, or
+// nil.
+func countDistinctColumn(f *sqlparser.FuncExpr) *sqlparser.ColName {
+	if !f.Distinct || !strings.EqualFold(f.Name.String(), "count") || len(f.Exprs) != 1 {
+		return nil
+	}
+	ae, ok := f.Exprs[0].(*sqlparser.AliasedExpr)
+	if !ok {
+		return nil
+	}
+	c, _ := unparen(ae.Expr).(*sqlparser.ColName)
+	return c
 }

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,9 @@ type backend interface {
 	// column fastest), dropping rows some column's policy drops, and adds
 	// the rows it read to rows (progress).
 	count(ctx context.Context, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error
+	// rowReader is the source's pool and identifier quoting, for reading
+	// public tables (public.go).
+	rowReader() (*sql.DB, func(string) string)
 	close() error
 }
 

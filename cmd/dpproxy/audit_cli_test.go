@@ -28,10 +28,10 @@ func realLedger(t *testing.T) string {
 		}
 	}
 	db.Close()
-	// The proxy recorded the demo's two limits at start-up (entries 1-2);
-	// the six batches are entries 3-8.
-	if got := len(entries(t, p)); got != 8 {
-		t.Fatalf("%d entries, want 8", got)
+	// The proxy recorded the demo's four limits (two per table) at
+	// start-up (entries 1-4); the six batches are entries 5-10.
+	if got := len(entries(t, p)); got != 10 {
+		t.Fatalf("%d entries, want 10", got)
 	}
 	p.Close()
 	return filepath.Dir(p.ledger.Path())
@@ -57,7 +57,7 @@ func sqliteExec(t *testing.T, path string, stmts ...string) {
 func TestAuditVerifyTamperedLedgerCLI(t *testing.T) {
 	src := realLedger(t)
 	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", src)
-	if code != 0 || !strings.Contains(out, "ledger OK: 8 entries") {
+	if code != 0 || !strings.Contains(out, "ledger OK: 10 entries") {
 		t.Fatalf("untouched ledger: exit %d\n%s%s", code, out, errOut)
 	}
 	swap := func(a, b int) []string {
@@ -82,8 +82,8 @@ func TestAuditVerifyTamperedLedgerCLI(t *testing.T) {
 		{"swap two entries", swap(2, 4),
 			"ledger verification FAILED at entry 2: prev_hash does not match"},
 		{"truncate the tail", []string{"DELETE FROM entries WHERE seq >= 4"},
-			"ledger verification FAILED at entry 4: ledger truncated: the head records 8 entries but only 3 are stored"},
-		{"truncate the tail and fix the head", []string{"DELETE FROM entries WHERE seq >= 5", "UPDATE head SET seq = 4, hash = (SELECT hash FROM entries WHERE seq = 4)"},
+			"ledger verification FAILED at entry 4: ledger truncated: the head records 10 entries but only 3 are stored"},
+		{"truncate the tail and fix the head", []string{"DELETE FROM entries WHERE seq >= 7", "UPDATE head SET seq = 6, hash = (SELECT hash FROM entries WHERE seq = 6)"},
 			"ledger verification FAILED: spent aggregate for"},
 	}
 	for _, tc := range tests {
@@ -141,7 +141,7 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = dpproxyCmd("audit", "sign", "--data-dir", dir, "--config", cfg)
-	if code != 0 || !strings.Contains(out, "dpproxy-ledger-head/v1 seq=8 hash=") {
+	if code != 0 || !strings.Contains(out, "dpproxy-ledger-head/v1 seq=10 hash=") {
 		t.Fatalf("sign: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--config", cfg)
@@ -161,8 +161,8 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	// A consistent rollback (tail removed, head and aggregate rewritten)
 	// passes the chain check but not the signed head.
 	path := filepath.Join(dir, "ledger.sqlite")
-	sqliteExec(t, path, "DELETE FROM entries WHERE seq = 8",
-		"UPDATE head SET seq = 7, hash = (SELECT hash FROM entries WHERE seq = 7)")
+	sqliteExec(t, path, "DELETE FROM entries WHERE seq = 10",
+		"UPDATE head SET seq = 9, hash = (SELECT hash FROM entries WHERE seq = 9)")
 	l, err := budget.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	}
 	sqliteExec(t, path, fix...)
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--public-key", pub)
-	if code != 3 || !strings.Contains(out, "ledger OK: 7 entries") || !strings.Contains(errOut, "FAILED at entry 8: a signed head records 8 entries") {
+	if code != 3 || !strings.Contains(out, "ledger OK: 9 entries") || !strings.Contains(errOut, "FAILED at entry 10: a signed head records 10 entries") {
 		t.Fatalf("verify a rolled-back ledger: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/dpproxy/dpproxy/catalog"
 	"io"
 	"log/slog"
 	"math"
@@ -48,7 +49,9 @@ import (
 // exhaust, except on purpose: once anything is spent, @dp_epsilon = 50
 // (the per-query maximum) is more than the user's per_user budget of 50
 // leaves, so that batch is refused with 3901 and charges nothing.
-const clientsCatalog = `
+var clientsCatalog = strings.Replace(clientsAdultCatalog, "\nusers:\n", "\n"+demoEventsYAML()+"users:\n", 1)
+
+const clientsAdultCatalog = `
 database: demo
 sources:
   main: {driver: sqlite, path: "{{CLIENTS_DEMO}}"}
@@ -84,6 +87,19 @@ users:
   bob: {password: bob, role: analyst}
   auditor: {password: auditor, role: auditor}
 `
+
+// demoEventsYAML is the embedded demo catalog's events table (an entry of
+// tables:) followed by its public_tables section, so that a test catalog
+// over the demo data declares them as the demo does: inserted after the
+// last table of a catalog, before users:.
+func demoEventsYAML() string {
+	demo := string(catalog.DemoYAML())
+	i, k := strings.Index(demo, "\n  events:\n"), strings.Index(demo, "\nusers:\n")
+	if i < 0 || k < i {
+		panic("demo.yaml: the events table and users section not found")
+	}
+	return demo[i+1 : k+1]
+}
 
 var occupations = []string{"Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty", "Handlers-cleaners",
 	"Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv", "Armed-Forces"}
@@ -436,7 +452,7 @@ func checkStandardFlow(t *testing.T, cp *clientProxy, rs results, checkState boo
 	}
 	r = rs.get(t, "tables")
 	wantOK(t, r)
-	if len(r.Rows) != 1 || r.cell(0, 0) != "adult" {
+	if len(r.Rows) != 3 || r.cell(0, 0) != "adult" || r.cell(1, 0) != "countries" || r.cell(2, 0) != "events" {
 		t.Fatalf("tables: %s", r)
 	}
 	r = rs.get(t, "columns")
@@ -599,6 +615,12 @@ func biToolFlow() []flowStep {
 		{Step: "decade_alias", SQL: "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) AS n FROM adult GROUP BY decade ORDER BY decade", DP: true},
 		{Step: "div", SQL: "SELECT age DIV 10 AS d, COUNT(*) AS n FROM adult GROUP BY age DIV 10 ORDER BY d", DP: true},
 		{Step: "like", SQL: "SELECT COUNT(*) AS n, DP_STDERR(COUNT(*)) AS se FROM adult WHERE education LIKE 'B%'", DP: true},
+		// The demo's public dimension table: read freely, and joined to
+		// the protected events as Tableau (an inner join) and Metabase (a
+		// LEFT JOIN through a foreign key, aliased) write it.
+		{Step: "public_read", SQL: "SELECT code, name, region FROM countries WHERE region = 'Europe' ORDER BY code"},
+		{Step: "tableau_join", SQL: "SELECT `countries`.`region` AS `region`, SUM(1) AS `sum_Number of Records_ok` FROM `events` INNER JOIN `countries` ON (`events`.`country` = `countries`.`code`) GROUP BY 1", DP: true},
+		{Step: "metabase_join", SQL: "SELECT `countries__via__country`.`region` AS `countries__via__country__region`, count(*) AS `count` FROM `events` LEFT JOIN `countries` `countries__via__country` ON `events`.`country` = `countries__via__country`.`code` WHERE `events`.`device` = 'mobile' GROUP BY `countries__via__country`.`region` ORDER BY `countries__via__country`.`region` ASC", DP: true},
 		{Step: "bi_reset", SQL: "SET @dp_epsilon = NULL", Exec: true},
 	}
 }
@@ -650,4 +672,27 @@ func checkBIToolFlow(t *testing.T, rs results) {
 	r = rs.get(t, "like")
 	wantOK(t, r)
 	within("like", num(t, r, 0, 0), clientsTruth(t, "SELECT COUNT(*) FROM adult WHERE education LIKE 'B%'"))
+	r = rs.get(t, "public_read")
+	wantOK(t, r)
+	if len(r.Rows) != 8 || r.cell(0, 0) != "DE" || r.cell(0, 1) != "Germany" || r.cell(7, 2) != "Europe" {
+		t.Fatalf("public_read: %s", r)
+	}
+	r = rs.get(t, "tableau_join")
+	wantOK(t, r)
+	europe := -1
+	for i := range r.Rows {
+		if r.cell(i, 0) == "Europe" {
+			europe = i
+		}
+	}
+	if len(r.Rows) != 5 || europe < 0 || r.Columns[0] != "region" {
+		t.Fatalf("tableau_join: %s", r)
+	}
+	within("tableau_join", num(t, r, europe, 1), clientsTruth(t, "SELECT COUNT(*) FROM events WHERE country IN ('GB', 'DE', 'FR', 'ES', 'IT', 'NL', 'SE', 'PL')"))
+	r = rs.get(t, "metabase_join")
+	wantOK(t, r)
+	if len(r.Rows) != 5 || r.cell(0, 0) != "Africa" || r.cell(4, 0) != "North America" || r.Columns[0] != "countries__via__country__region" {
+		t.Fatalf("metabase_join: %s", r)
+	}
+	within("metabase_join", num(t, r, 0, 1), clientsTruth(t, "SELECT COUNT(*) FROM events WHERE country IN ('ZA', 'NG') AND device = 'mobile'"))
 }

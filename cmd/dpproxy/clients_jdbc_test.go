@@ -111,7 +111,7 @@ func checkMetabase(t *testing.T, cp *clientProxy, rs results) {
 	}
 	r = rs.get(t, "mb_get_tables")
 	wantOK(t, r)
-	if len(r.Rows) != 1 || !strings.Contains(r.flat(), "adult") {
+	if len(r.Rows) != 3 || !strings.Contains(r.flat(), "adult") || !strings.Contains(r.flat(), "countries") {
 		t.Fatalf("mb_get_tables: %s", r)
 	}
 	for _, step := range []string{"mb_get_columns", "mb_describe_fields"} {

@@ -29,7 +29,7 @@ func checkSQLAlchemy(t *testing.T, rs results) {
 	r := rs.get(t, "sa_reflect")
 	wantOK(t, r)
 	info := fmt.Sprint(r.Info)
-	for _, want := range []string{"tables:[adult]", "has_table:true", "has_nosuch:false", "pk:[]", "fks:[]", "indexes:[]",
+	for _, want := range []string{"tables:[adult countries events]", "has_table:true", "has_nosuch:false", "pk:[]", "fks:[]", "indexes:[]",
 		"columns:[age workclass education marital_status occupation race sex hours_per_week income]"} {
 		if !strings.Contains(info, want) {
 			t.Fatalf("sa_reflect: %q not in %s", want, info)

@@ -211,15 +211,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(actx, chromedp.Navigate(consoleURL+"ledger"), chromedp.WaitVisible(chromedp.CSS(`table.ledger`))); err != nil {
 		t.Fatal(err)
 	}
-	// 2 limits entries + 3 charges and a reuse of analyst + 2 charges of bob.
-	evalBool(actx, "ledger rows", `document.querySelectorAll('table.ledger tbody tr[id^="e"]').length === 8`)
+	// 4 limits entries (two per demo table) + 3 charges and a reuse of analyst + 2 charges of bob.
+	evalBool(actx, "ledger rows", `document.querySelectorAll('table.ledger tbody tr[id^="e"]').length === 10`)
 	evalBool(actx, "the reuse is marked free", `document.querySelectorAll('tr.is-free .kind.free').length === 1`)
 	evalBool(actx, "bob's rows", `Array.from(document.querySelectorAll('table.ledger tbody tr td:nth-child(4)')).filter(td => td.textContent === 'bob').length === 2`)
 	shot(actx, "auditor-ledger")
 	if err := chromedp.Do(actx, chromedp.Navigate(consoleURL+"verify"), chromedp.WaitVisible(chromedp.CSS(`.status`))); err != nil {
 		t.Fatal(err)
 	}
-	if text := bodyText(actx); !strings.Contains(text, "Ledger OK: 8 entries") {
+	if text := bodyText(actx); !strings.Contains(text, "Ledger OK: 10 entries") {
 		t.Errorf("verify page: %s", text)
 	}
 	shot(actx, "auditor-verify")

@@ -47,13 +47,18 @@ func demoData(t testing.TB) string {
 }
 
 // startProxy runs a real dpproxy on a free loopback port. yaml, if not
-// empty, replaces the demo catalog (its source path may be {{DEMO}}).
+// empty, replaces the demo catalog (its source path may be {{DEMO}}). The
+// demo data is in the data directory unless yaml names no demo.sqlite (a
+// catalog over other data does not wait for the demo's generation).
 func startProxy(t testing.TB, yaml string) (*proxy, string) {
 	t.Helper()
 	dataDir := t.TempDir()
-	src := demoData(t)
-	if err := os.Link(src, filepath.Join(dataDir, "demo.sqlite")); err != nil {
-		copyFile(t, src, filepath.Join(dataDir, "demo.sqlite"))
+	var src string
+	if yaml == "" || strings.Contains(yaml, "{{DEMO}}") || strings.Contains(yaml, "demo.sqlite") {
+		src = demoData(t)
+		if err := os.Link(src, filepath.Join(dataDir, "demo.sqlite")); err != nil {
+			copyFile(t, src, filepath.Join(dataDir, "demo.sqlite"))
+		}
 	}
 	cf := commonFlags{dataDir: dataDir}
 	if yaml != "" {

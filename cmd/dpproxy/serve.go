@@ -152,6 +152,10 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		p.Close()
 		return nil, err
 	}
+	if err := p.hist.LoadPublicTables(ctx, cat); err != nil {
+		p.Close()
+		return nil, err
+	}
 	p.live = engine.NewLive(engine.New(engine.Config{Catalog: cat, Ledger: p.ledger, Histograms: p.hist, Logger: log, Answers: p.answers, Measurements: p.measure}))
 	if _, err := p.live.SyncLimits(ctx); err != nil { // limits edited while no proxy ran
 		p.Close()

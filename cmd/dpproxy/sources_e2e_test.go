@@ -46,9 +46,13 @@ var mariadbRecipe = []string{
 	"GRANT SELECT ON shop.adult TO 'dp_reader'@'%'",
 }
 
-// serverCatalog is the demo catalog with the table in a server source.
+// serverCatalog is the demo catalog with the table adult in a server
+// source (the demo's events and countries left out).
 func serverCatalog(source string) string {
 	c := string(catalog.DemoYAML())
+	if i, k := strings.Index(c, "\n  events:\n"), strings.Index(c, "\nusers:\n"); i >= 0 && k > i {
+		c = c[:i+1] + c[k+1:]
+	}
 	c = strings.Replace(c, "  main: {driver: sqlite, path: demo.sqlite}", "  shop: "+source, 1)
 	c = strings.Replace(c, "    source: main\n", "    source: shop\n", 1)
 	return strings.Replace(c, "budget: {total: 100, per_user: 20, default_per_query: 0.1, max_per_query: 2}",

@@ -1,0 +1,94 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestEvents checks the events table's shape against what the demo
+// catalog declares and the README describes: the row count, values inside
+// the declared domains, heavy-tailed events per user, daily and weekly
+// cycles, mostly zero amounts.
+func TestEvents(t *testing.T) {
+	db := open(t, sharedDB(t))
+	var n, users, maxPer, zero int64
+	if err := db.QueryRow("SELECT count(*), count(DISTINCT user_id), sum(amount = 0) FROM events").Scan(&n, &users, &zero); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT max(c) FROM (SELECT count(*) AS c FROM events GROUP BY user_id)").Scan(&maxPer); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d events, %d users, at most %d per user, %d zero amounts", n, users, maxPer, zero)
+	if n != int64(sharedEvents) {
+		t.Errorf("%d events, want %d", n, sharedEvents)
+	}
+	if mean := float64(n) / float64(users); mean < 3 || mean > 8 || maxPer < 200 {
+		t.Errorf("events per user: mean %.1f, max %d; want a heavy tail (mean 3-8, max ≥ 200)", mean, maxPer)
+	}
+	if float64(zero) < 0.9*float64(n) {
+		t.Errorf("%d of %d amounts are 0, want most", zero, n)
+	}
+	in := func(col string, vals []string) {
+		args := []any{}
+		q := "SELECT count(*) FROM events WHERE " + col + " NOT IN ("
+		for i, v := range vals {
+			if i > 0 {
+				q += ", "
+			}
+			q += "?"
+			args = append(args, v)
+		}
+		var bad int64
+		if err := db.QueryRow(q+")", args...).Scan(&bad); err != nil || bad != 0 {
+			t.Errorf("%s: %d values outside the domain (%v)", col, bad, err)
+		}
+	}
+	in("country", Countries)
+	in("device", Devices)
+	in("page", Pages)
+	var lo, hi string
+	var badAmount int64
+	if err := db.QueryRow("SELECT min(ts), max(ts), sum(amount < 0 OR amount >= 1500 OR duration_s < 0) FROM events").Scan(&lo, &hi, &badAmount); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{lo, hi} {
+		ts, err := time.Parse(time.DateTime, s)
+		if err != nil || ts.Year() != EventsStart.Year() {
+			t.Errorf("ts %q outside %d (%v)", s, EventsStart.Year(), err)
+		}
+	}
+	if badAmount != 0 {
+		t.Errorf("%d amounts or durations outside the declared domain", badAmount)
+	}
+	// Daily cycle: 20:00 busier than 04:00; weekly: Saturday busier than Tuesday.
+	var evening, night, sat, tue int64
+	if err := db.QueryRow(`SELECT sum(substr(ts, 12, 2) = '20'), sum(substr(ts, 12, 2) = '04'),
+		sum(strftime('%w', ts) = '6'), sum(strftime('%w', ts) = '2') FROM events`).Scan(&evening, &night, &sat, &tue); err != nil {
+		t.Fatal(err)
+	}
+	if evening < 5*night || sat*100 < tue*115 {
+		t.Errorf("cycles: %d events at 20h vs %d at 4h, %d on Saturdays vs %d on Tuesdays", evening, night, sat, tue)
+	}
+}
+
+// BenchmarkGenerate times the demo database that `dpproxy serve` writes on
+// first start (adult and events), against adult alone, its size before the
+// events table: go test ./demo -run '^$' -bench Generate.
+func BenchmarkGenerate(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		events int
+	}{{"adult", 0}, {"adult+events", EventsPerRow * DefaultRows}} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			for i := 0; b.Loop(); i++ {
+				if err := build(context.Background(), filepath.Join(dir, fmt.Sprintf("d%d.sqlite", i)), DefaultRows, bc.events, seed); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
