@@ -34,6 +34,7 @@ const entryDomain = "dpproxy-ledger-entry/v1"
 //	u64(Float64bits(Cost.Epsilon))  u64(Float64bits(Cost.Rho))
 //	str(QueryDigest)
 //	str(PrevHash)
+//	[str("unit")  str(unit JSON)]   only for a charge under a privacy unit
 //
 // where u32/u64 are big-endian unsigned integers and str(s) is u64(len(s))
 // followed by the bytes of s. Costs enter by their exact IEEE 754 bits. The
@@ -62,6 +63,12 @@ func hashEntry(e *Entry, ts string) string {
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.Cost.Rho))
 	str(e.QueryDigest)
 	str(e.PrevHash)
+	// A charge under a privacy unit commits to it too; entries without one
+	// (all entries before units existed) hash as they always did.
+	if unit, err := encodeUnit(e.Unit); err == nil && unit != "" {
+		str("unit")
+		str(unit)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -75,7 +82,7 @@ func scanEntries(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(
 		return fmt.Errorf("query entries: %w", err)
 	}
 	defer rows.Close()
-	raw := make([]any, 13)
+	raw := make([]any, 14)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -143,8 +150,12 @@ func decodeEntry(raw []any) (Entry, string, error) {
 	e.QueryDigest = text(10, "query_digest")
 	e.PrevHash = text(11, "prev_hash")
 	e.Hash = text(12, "hash")
+	unit := text(13, "unit_json")
 	if err != nil {
 		return e, "", err
+	}
+	if e.Unit, err = decodeUnit(unit); err != nil {
+		return e, "", fmt.Errorf("unit_json: %w", err)
 	}
 	if e.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
 		return e, "", fmt.Errorf("time: %w", err)

@@ -68,6 +68,9 @@ type Charge struct {
 	Strategy    string   `json:"strategy"`
 	Cost        Cost     `json:"cost"`
 	QueryDigest string   `json:"query_digest"` // hex SHA-256 of the normalised query texts (computed by the caller)
+	// Unit is the privacy unit and bounds of a charge on a table that
+	// declares one (nil for row privacy); see UnitBound.
+	Unit *UnitBound `json:"unit,omitempty"`
 }
 
 // Entry is one ledger entry. Hash is the SHA-256 of the entry's canonical
@@ -249,11 +252,15 @@ func (l *Ledger) appendEntry(ctx context.Context, tx *sql.Tx, kind string, c Cha
 	if err != nil {
 		return Entry{}, fmt.Errorf("encode tables: %w", err)
 	}
+	unit, err := encodeUnit(c.Unit)
+	if err != nil {
+		return Entry{}, fmt.Errorf("encode unit: %w", err)
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO entries
-		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts, e.Kind, c.User, int64(c.ConnID), string(tables), c.Mechanism, c.Strategy,
-		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash); err != nil {
+		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash, unit); err != nil {
 		return Entry{}, fmt.Errorf("insert entry %d: %w", e.Seq, err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE head SET seq = ?, hash = ? WHERE id = 1", e.Seq, e.Hash); err != nil {
@@ -281,7 +288,7 @@ func (l *Ledger) Spent(ctx context.Context, user, table string) (Cost, error) {
 	return c, nil
 }
 
-const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash`
+const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json`
 
 // Entries returns the entries selected by f in ascending Seq order.
 func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
@@ -551,6 +558,9 @@ func normaliseCharge(c Charge, charging bool) (Charge, error) {
 		if *f.p == 0 {
 			*f.p = 0 // -0 has other bits
 		}
+	}
+	if reason := checkUnit(c); reason != "" {
+		return Charge{}, errors.New(reason)
 	}
 	return c, nil
 }

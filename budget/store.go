@@ -23,7 +23,7 @@ import (
 const busyTimeout = 10 * time.Second
 
 // schemaVersion is stored in PRAGMA user_version.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Ledger is the privacy ledger: an append-only, hash-chained table in its own
 // SQLite file. It is safe for concurrent use, and several Ledgers (in one
@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS entries (
 	rho          REAL    NOT NULL,
 	query_digest TEXT    NOT NULL,
 	prev_hash    TEXT    NOT NULL,
-	hash         TEXT    NOT NULL
+	hash         TEXT    NOT NULL,
+	unit_json    TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX IF NOT EXISTS entries_user ON entries (user_name, seq);
 CREATE INDEX IF NOT EXISTS entries_time ON entries (time);
@@ -208,6 +209,17 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
+	}
+	// Version 2 adds the privacy unit of a charge (UnitBound) to ledgers
+	// of version 1; their entries keep their hashes.
+	var hasUnit int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info('entries') WHERE name = 'unit_json'").Scan(&hasUnit); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	if hasUnit == 0 {
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE entries ADD COLUMN unit_json TEXT NOT NULL DEFAULT ''"); err != nil {
+			return fmt.Errorf("upgrade schema: %w", err)
+		}
 	}
 	// The head row is created with the ledger, never recreated: a missing
 	// head on a ledger with entries is for Verify to report.

@@ -75,9 +75,13 @@ func forge(t *testing.T, path string, e Entry) {
 	}
 	defer db.Close()
 	tables := `["` + strings.Join(e.Tables, `","`) + `"]`
-	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	unit, err := encodeUnit(e.Unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		e.Seq, ts, e.Kind, e.User, e.ConnID, tables, e.Mechanism, e.Strategy,
-		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash); err != nil {
+		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,13 +140,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, 7, "beyond the head"},
 		{"(e) append a forged entry with a made-up hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, `INSERT INTO entries SELECT 7, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, 'ab' FROM entries WHERE seq = 6`)
+				strategy, epsilon, rho, query_digest, hash, 'ab', unit_json FROM entries WHERE seq = 6`)
 		}, 7, "hash does not match"},
 		{"(e) insert a forged entry in the middle", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
 				"UPDATE entries SET seq = seq - 99 WHERE seq >= 100",
 				`INSERT INTO entries SELECT 4, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, hash FROM entries WHERE seq = 3`)
+				strategy, epsilon, rho, query_digest, hash, hash, unit_json FROM entries WHERE seq = 3`)
 		}, 4, "hash does not match"},
 		{"(e) insert a forged entry in the middle with a valid hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
@@ -152,6 +156,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			f.Seq, f.PrevHash = 4, es[2].Hash
 			forge(t, p, f)
 		}, 5, "prev_hash"}, // the forged 4 is self-consistent; the link to it breaks
+		{"rewrite the last entry consistently, with a privacy unit its ε does not cover", func(t *testing.T, p string, es []Entry) {
+			f := es[5]
+			f.Unit = &UnitBound{Column: "user_id", MaxRows: 5, RowEpsilon: f.Cost.Epsilon}
+			rawExec(t, p, "DELETE FROM entries WHERE seq = 6")
+			forge(t, p, f)
+			rawExec(t, p, "UPDATE head SET hash = (SELECT hash FROM entries WHERE seq = 6)")
+		}, 6, "does not cover"},
 		{"rewrite the last entry consistently, with a negative cost", func(t *testing.T, p string, es []Entry) {
 			f := es[5]
 			f.Cost.Epsilon = -5

@@ -178,6 +178,9 @@ type Table struct {
 	// in the catalog), such as a user id: a query naming one is refused
 	// with a message rather than told the column does not exist.
 	Private []string
+	// Unit is the table's privacy unit with its contribution bounds; nil
+	// means each row is its own unit (row-level privacy).
+	Unit *PrivacyUnit
 }
 
 // IsPrivate reports whether name (case-insensitive) is a private column.
@@ -188,6 +191,12 @@ func (t *Table) IsPrivate(name string) bool {
 		}
 	}
 	return false
+}
+
+// IsUnitColumn reports whether name (case-insensitive) is t's privacy unit
+// column.
+func (t *Table) IsUnitColumn(name string) bool {
+	return t.Unit != nil && strings.EqualFold(t.Unit.Column, name)
 }
 
 // Column returns the named column (case-insensitive), or nil.

@@ -54,6 +54,12 @@
 //   - columns: at least one, in the order clients will see them.
 //   - max_cells: the largest product domain one batch may span
 //     (DefaultMaxCells unless set; ≥ 1).
+//   - privacy_unit: {column, max_rows, max_groups, max_rows_per_group}
+//     (unit.go): the guarantee covers all rows of one value of column
+//     instead of one row. column is not a domain column; max_rows (k) is
+//     required, 1 to MaxUnitRows; max_groups (g) and max_rows_per_group (r)
+//     are optional and at most k. Rows with a NULL unit are not counted.
+//     It must not also be listed in private_columns.
 //   - private_columns: names of source columns that exist but are never
 //     read, selected, grouped, filtered or joined on (a user id); a query
 //     naming one is refused with a message (Table.Private). They must not

@@ -651,7 +651,7 @@ var sourceTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (p *parser) table(e entry, sources []string) *Table {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "private_columns")
+	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "private_columns", "privacy_unit")
 	if !ok {
 		return nil
 	}
@@ -726,10 +726,76 @@ func (p *parser) table(e entry, sources []string) *Table {
 	if n, ok := f["private_columns"]; ok {
 		p.privateColumns(n, t)
 	}
+	if n, ok := f["privacy_unit"]; ok {
+		t.Unit = p.privacyUnit(n, t)
+	}
 	if !nameOK {
 		return nil
 	}
 	return t
+}
+
+// privacyUnit reads a table's privacy_unit: {column, max_rows, max_groups,
+// max_rows_per_group}. The column must not be a domain column; max_rows is
+// required (bounds are declared, never learned from the data).
+func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
+	f, ok := p.fields(n, "column", "max_rows", "max_groups", "max_rows_per_group")
+	if !ok {
+		return nil
+	}
+	u := &PrivacyUnit{}
+	good := true
+	if cn, ok := f["column"]; !ok {
+		p.required(n, "column")
+		good = false
+	} else if s, ok := p.scalar(cn); !ok {
+		good = false
+	} else {
+		u.Column = strings.ToLower(s)
+		if !p.name(cn, u.Column) {
+			good = false
+		} else if t.Column(u.Column) != nil {
+			p.errorf(cn.line, cn.path, "%q is a domain column of table %s: the privacy unit column is never a domain column (remove it from columns)", s, t.Name)
+			good = false
+		} else if t.IsPrivate(u.Column) {
+			p.errorf(cn.line, cn.path, "%q is listed in private_columns of table %s: the privacy unit column is private already, and COUNT(DISTINCT %s) counts it (remove it from private_columns)", s, t.Name, u.Column)
+			good = false
+		}
+	}
+	bound := func(key string, required bool) (int64, node, bool) {
+		bn, has := f[key]
+		if !has {
+			if required {
+				p.errorf(n.line, join(n.path, key), "required: the most rows one unit keeps (declare it; dpproxy never learns it from the data — dpproxy profile-units shows the data owner the distribution)")
+			}
+			return 0, bn, !required
+		}
+		v, ok := p.integer(bn)
+		if !ok {
+			return 0, bn, false
+		}
+		if v < 1 || v > MaxUnitRows {
+			p.errorf(bn.line, bn.path, "must be between 1 and %d (got %d)", MaxUnitRows, v)
+			return 0, bn, false
+		}
+		return v, bn, true
+	}
+	k, _, kOK := bound("max_rows", true)
+	g, gn, gOK := bound("max_groups", false)
+	r, rn, rOK := bound("max_rows_per_group", false)
+	if kOK && gOK && g > k {
+		p.errorf(gn.line, gn.path, "must be ≤ max_rows (%d): a unit keeping at most %d rows touches at most %d cells", k, k, k)
+		gOK = false
+	}
+	if kOK && rOK && r > k {
+		p.errorf(rn.line, rn.path, "must be ≤ max_rows (%d)", k)
+		rOK = false
+	}
+	if !good || !kOK || !gOK || !rOK {
+		return nil
+	}
+	u.MaxRows, u.MaxGroups, u.MaxRowsPerGroup = k, g, r
+	return u
 }
 
 func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {

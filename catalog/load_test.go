@@ -212,7 +212,7 @@ func TestParseErrors(t *testing.T) {
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, private_columns)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, private_columns, privacy_unit)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
@@ -329,8 +329,8 @@ func TestDemo(t *testing.T) {
 	if len(c.Tables) != 2 || c.Table("events") == nil {
 		t.Fatalf("%d tables", len(c.Tables))
 	}
-	if ev := c.Table("events"); !ev.IsPrivate("user_id") || ev.Column("user_id") != nil {
-		t.Errorf("events: user_id must be private, not a domain column: %+v", ev)
+	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 10 || ev.Column("user_id") != nil {
+		t.Errorf("events: user_id must be the privacy unit, not a domain column: %+v", ev)
 	}
 	if pt := c.PublicTable("countries"); pt == nil || len(pt.Rows) != 20 || pt.Column("region") != 2 {
 		t.Errorf("public table countries: %+v", pt)

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -300,6 +301,10 @@ type Item struct {
 	Bar          parser.ErrorBar
 	Name         string
 	IsCount      bool // a count: rounded to an integer and clamped at zero as post-processing
+	// Distinct marks COUNT(DISTINCT <privacy unit>): the number of units
+	// with a row in the group (Agg's weights are the WHERE, 0 or 1 per
+	// cell), measured by exec.CountDistinct, not by the planner.
+	Distinct bool
 	// Integral reports that every weight is an integer, so the exact
 	// answer is one: the noisy value is rounded (post-processing).
 	Integral bool
@@ -455,7 +460,45 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		}
 		w.Queries = append(w.Queries, q)
 	}
+	if err := w.checkDistinct(); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// CountsUnits reports whether the batch counts units (COUNT(DISTINCT
+// <privacy unit>)): then every aggregate of it does (checkDistinct), and
+// exec.CountDistinct measures it instead of the planner's strategies.
+func (w *Workload) CountsUnits() bool {
+	for _, q := range w.Queries {
+		for _, it := range q.Items {
+			if it.Distinct {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkDistinct refuses a batch mixing COUNT(DISTINCT <unit>) with other
+// aggregates: the number of units is measured by its own mechanism, with
+// the whole batch's ε.
+func (w *Workload) checkDistinct() error {
+	if !w.CountsUnits() {
+		return nil
+	}
+	for _, q := range w.Queries {
+		for _, it := range q.Items {
+			switch it.Kind {
+			case ItemGroup, ItemExpr, ItemConst:
+			default:
+				if !it.Distinct {
+					return parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is measured on its own: send it without other aggregates (COUNT(*), SUM, AVG, ...) in its statement and request", w.Table.Unit.Column)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // CheckCells refuses a set of columns whose product domain exceeds the
@@ -493,6 +536,28 @@ func formatCells(x float64) string {
 	return strconv.FormatFloat(x, 'e', 3, 64)
 }
 
+// UnitColumnError refuses a query that selects, groups by, filters on or
+// otherwise reads t's privacy unit column.
+func UnitColumnError(t *catalog.Table) error {
+	return parser.Errorf(parser.CodeDPRefused, "column %s is the privacy unit of table %s: it is never selected, grouped by or filtered on, and no value of it leaves the proxy; count rows with COUNT(*) over domain columns (each %s contributes at most %d rows)",
+		t.Unit.Column, t.Name, t.Unit.Column, t.Unit.MaxRows)
+}
+
+// CheckUnit refuses q (3900) when it reads t's privacy unit column
+// anywhere, whatever else it asks; nil otherwise (other names are judged
+// later, by Compile).
+func CheckUnit(t *catalog.Table, q *parser.Query) error {
+	if t.Unit == nil || q == nil {
+		return nil
+	}
+	_, err := references(t, q)
+	var pe *parser.Error
+	if errors.As(err, &pe) && pe.Code == parser.CodeDPRefused {
+		return err
+	}
+	return nil
+}
+
 // references lists the columns a query reads (1054 for unknown ones).
 func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 	out := map[string]bool{}
@@ -500,6 +565,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		for _, name := range names {
 			if name == "" || name == "*" {
 				continue
+			}
+			if t.IsUnitColumn(name) {
+				return UnitColumnError(t)
 			}
 			c := t.Column(name)
 			if c == nil {
@@ -510,6 +578,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		return nil
 	}
 	for _, it := range q.Select {
+		if it.Agg == parser.AggCountDistinct && t.IsUnitColumn(it.Column) {
+			continue // the number of units: the one use of the unit column
+		}
 		if err := add("field list", parser.ItemColumns(it)...); err != nil {
 			return nil, err
 		}
@@ -529,6 +600,9 @@ func references(t *catalog.Table, q *parser.Query) (map[string]bool, error) {
 		return nil, err
 	}
 	for _, o := range q.OrderBy {
+		if o.Agg == parser.AggCountDistinct && t.IsUnitColumn(o.Column) {
+			continue
+		}
 		cols := []string{o.Column}
 		cols = append(cols, parser.ItemColumns(parser.SelectItem{Arg: o.Arg, Key: o.Key, Expr: o.Expr})...)
 		if err := add("order clause", cols...); err != nil {

@@ -3,6 +3,7 @@ package compile
 import (
 	"testing"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
 )
 
@@ -20,6 +21,8 @@ func FuzzCompile(f *testing.F) {
 		"SELECT LEFT(edu, 1) AS e, COUNT(*) FROM t GROUP BY e ORDER BY COUNT(*) DESC LIMIT 1",
 		"SELECT COUNT(*) FROM t WHERE NULLIF(age, 20) IS NULL XOR COALESCE(pay, 0) < 10",
 		"SELECT age DIV 5 AS d FROM t GROUP BY d",
+		"SELECT sex, COUNT(DISTINCT uid) FROM t WHERE age > 20 GROUP BY sex",
+		"SELECT COUNT(DISTINCT uid) FROM t WHERE uid > 3",
 		"SELECT f.faculty, SUM(d.years) FROM t JOIN dims d ON t.edu = d.edu LEFT JOIN fields f ON d.field = f.name WHERE d.field LIKE 's%' GROUP BY 1",
 		"SELECT COUNT(*) FROM t LEFT JOIN dupci x ON t.edu = x.edu JOIN decades a USING (age)",
 		"SELECT sex, DP_MEDIAN(age), DP_QUANTILE(hours, 0.9) AS p FROM t WHERE age > 20 GROUP BY sex HAVING p > 10 ORDER BY p",
@@ -44,9 +47,20 @@ func FuzzCompile(f *testing.F) {
 		if len(qs) == 0 {
 			return
 		}
-		if _, err := Compile(exprTable(), qs); err != nil {
-			if e, ok := err.(*parser.Error); !ok || e.Code == parser.CodeDPInternal {
-				t.Fatalf("%q: %v (%T)", sql, err, err)
+		// The same table with and without a privacy unit (uid): the unit
+		// column is refused with 3900 everywhere but COUNT(DISTINCT uid).
+		withUnit := exprTable()
+		withUnit.Unit = &catalog.PrivacyUnit{Column: "uid", MaxRows: 3}
+		for _, tab := range []*catalog.Table{exprTable(), withUnit} {
+			w, err := Compile(tab, qs)
+			if err != nil {
+				if e, ok := err.(*parser.Error); !ok || e.Code == parser.CodeDPInternal {
+					t.Fatalf("%q: %v (%T)", sql, err, err)
+				}
+				continue
+			}
+			if w.CountsUnits() && tab.Unit == nil {
+				t.Fatalf("%q: counts units on a table without one", sql)
 			}
 		}
 	})

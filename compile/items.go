@@ -98,7 +98,7 @@ func (qc *queryCompiler) item(si parser.SelectItem) (Item, error) {
 
 // aggName is an aggregate's SQL name.
 func aggName(a parser.AggFunc) string {
-	return map[parser.AggFunc]string{parser.AggCount: "COUNT", parser.AggCountCol: "COUNT", parser.AggSum: "SUM",
+	return map[parser.AggFunc]string{parser.AggCount: "COUNT", parser.AggCountCol: "COUNT", parser.AggCountDistinct: "COUNT", parser.AggSum: "SUM",
 		parser.AggAvg: "AVG", parser.AggVarPop: "VAR_POP", parser.AggVarSamp: "VAR_SAMP",
 		parser.AggStdPop: "STDDEV_POP", parser.AggStdSamp: "STDDEV_SAMP", parser.AggQuantile: "DP_QUANTILE"}[a]
 }
@@ -109,6 +109,16 @@ func aggName(a parser.AggFunc) string {
 func (qc *queryCompiler) aggregate(si parser.SelectItem) (Item, error) {
 	if si.Agg == parser.AggCount {
 		return Item{Kind: ItemAgg, Agg: qc.addBase(qc.base), IsCount: true, Integral: true, NonNeg: true}, nil
+	}
+	if si.Agg == parser.AggCountDistinct {
+		t := qc.w.Table
+		if !t.IsUnitColumn(si.Column) {
+			if t.Unit != nil {
+				return Item{}, parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is not supported: only COUNT(DISTINCT %s), the number of units, is; count rows with COUNT(*) or COUNT(%s)", si.Column, t.Unit.Column, si.Column)
+			}
+			return Item{}, parser.Errorf(parser.CodeNotSupported, "COUNT(DISTINCT %s) is not supported: count rows with COUNT(*) or COUNT(%s), or list the declared values with SELECT %s FROM %s GROUP BY %s; COUNT(DISTINCT) counts people only on a table that declares a privacy_unit", si.Column, si.Column, si.Column, t.Name, si.Column)
+		}
+		return Item{Kind: ItemAgg, Agg: qc.addBase(qc.base), IsCount: true, Integral: true, NonNeg: true, Distinct: true, Arg: "DISTINCT " + t.Unit.Column}, nil
 	}
 	if si.Agg == parser.AggQuantile {
 		return qc.quantile(si)

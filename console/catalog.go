@@ -45,10 +45,14 @@ type columnView struct {
 	OutOfDomain string    `json:"out_of_domain"`
 }
 
-// privacyUnit describes a table's privacy unit. The catalog does not
-// declare one yet (each row is a unit); when it does, this is the one place
-// to show it.
-func privacyUnit(*catalog.Table) string { return "" }
+// privacyUnit describes a table's privacy unit and its contribution
+// bounds, "" when each row is its own unit.
+func privacyUnit(t *catalog.Table) string {
+	if t.Unit == nil {
+		return ""
+	}
+	return t.Unit.String() + "; rows with a NULL " + t.Unit.Column + " are not counted"
+}
 
 func catalogView(cat *catalog.Catalog) []tableView {
 	out := make([]tableView, 0, len(cat.Tables))

@@ -114,9 +114,11 @@ func (e *Engine) envAt(now time.Time) parser.Env {
 	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Now: now}
 }
 
+// isPrivate reports whether a column is one queries never read: a
+// private column, or the privacy unit (which only COUNT(DISTINCT) names).
 func (e *Engine) isPrivate(table, column string) bool {
 	t := e.cat.Table(table)
-	return t != nil && t.IsPrivate(column)
+	return t != nil && (t.IsPrivate(column) || t.IsUnitColumn(column))
 }
 
 func (e *Engine) publicTable(schema, table string) *parser.PublicTable {
@@ -135,10 +137,30 @@ func (e *Engine) protected(schema, table string) bool {
 
 // hasColumn reports whether a protected table declares the column; the
 // parser resolves names with it so that an unknown column is 1054 before any
-// refusal, as in MySQL.
+// refusal, as in MySQL. The privacy unit column exists (compile refuses it
+// with 3900).
 func (e *Engine) hasColumn(table, column string) bool {
 	t := e.cat.Table(table)
-	return t != nil && t.Column(column) != nil
+	return t != nil && (t.Column(column) != nil || t.IsUnitColumn(column))
+}
+
+// unitBound is what the ledger records with a charge on t under opt (nil
+// for row privacy): the unit, its bounds and the row-level calibration of
+// the noise, and a top-k selection's ε and Δ.
+func unitBound(t *catalog.Table, opt planner.Options, selEps float64, selSens int64) *budget.UnitBound {
+	if t.Unit == nil {
+		return nil
+	}
+	u := &budget.UnitBound{Column: t.Unit.Column, MaxRows: t.Unit.MaxRows, MaxGroups: t.Unit.MaxGroups, MaxRowsPerGroup: t.Unit.MaxRowsPerGroup,
+		SelectionEpsilon: selEps, SelectionSensitivity: selSens}
+	if opt.Noise != "" {
+		cal := opt.Calibration()
+		u.RowEpsilon, u.RowRho = cal.Epsilon, cal.Rho
+	}
+	if selEps == 0 {
+		u.SelectionSensitivity = 0
+	}
+	return u
 }
 
 // Intercepts reports whether stmt references a protected table, so that the
@@ -184,6 +206,9 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		t := e.cat.Table(st.Query.Table)
 		if t == nil {
 			return nil, parser.Errorf(parser.CodeNoSuchTable, "Table '%s.%s' doesn't exist", e.cat.Database, st.Query.Table)
+		}
+		if err := compile.CheckUnit(t, st.Query); err != nil {
+			return nil, err
 		}
 		switch st.Kind {
 		case parser.KindEmpty:
@@ -313,6 +338,9 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		return out, nil
 	}
+	if w.CountsUnits() {
+		return e.distinct(ctx, s, t, w, sts)
+	}
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)
 	}
@@ -344,7 +372,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if d.combine {
 			strategy += "; answered with " + usedText(d.old.Used)
 		}
-		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts)
+		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -406,10 +434,10 @@ func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts
 
 // charge records a batch's cost in the ledger before anything is released.
 // An overspend is refused with 3901 and charges nothing.
-func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement) (budget.Entry, error) {
+func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement, unit *budget.UnitBound) (budget.Entry, error) {
 	entry, err := e.ledger.Charge(ctx, budget.Charge{
 		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts),
+		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts), Unit: unit,
 	}, e.limits(s.User, t))
 	if err != nil {
 		var ex *budget.ExceededError

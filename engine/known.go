@@ -359,7 +359,10 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return plan.Variance(q, a, group[:len(qu.GroupCols)])
 	}
 	v, ok := e.hist.(dataVersioner)
-	if e.measures == nil || !ok || t.NoMeasurementReuse {
+	// A table bounded per cell (max_groups, max_rows_per_group) truncates
+	// each histogram for its own cells: measurements over other column
+	// sets are of other tables, and are not combined.
+	if e.measures == nil || !ok || t.NoMeasurementReuse || t.Unit.CellBounded() {
 		return d, nil
 	}
 	version, known, err := v.DataVersion(ctx, t)

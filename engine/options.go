@@ -139,7 +139,8 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	default:
 		opt = planner.Options{Noise: catalog.Laplace, Epsilon: eps}
 	}
-	opt.MaxCells = float64(t.MaxCells) // the catalog's bound on the histograms a plan counts
+	opt.MaxCells = float64(t.MaxCells)        // the catalog's bound on the histograms a plan counts
+	opt.Unit = planner.ContributionOf(t.Unit) // ε and ρ are per unit; the planner calibrates at row level
 	// A default from the catalog, or the ρ of a default ε, must meet the
 	// ranges too (forTarget keeps a target's inside them).
 	switch {
@@ -174,7 +175,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 // than its largest value is refused; one the smallest meets is planned at
 // the smallest (more accurate than asked, at a negligible cost).
 func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
-	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells)}, target)
+	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells), Unit: planner.ContributionOf(t.Unit)}, target)
 	if err != nil {
 		return nil, e.planError(err)
 	}

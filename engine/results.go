@@ -657,6 +657,9 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("charged", "nothing (EXPLAIN)")
 		return res, nil
 	}
+	if w.CountsUnits() {
+		return e.explainDistinct(s, t, w, res, queries)
+	}
 	opt, cost, plan, err := e.options(s, t, w)
 	if err != nil {
 		return nil, err
@@ -682,13 +685,25 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
 	}
 	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
+	if t.Unit == nil {
+		add("privacy unit", "row (each row is its own unit: the guarantee covers one row)")
+	} else {
+		c := planner.ContributionOf(t.Unit)
+		add("privacy unit", fmt.Sprintf("%s: the guarantee covers all rows of one %s; rows with a NULL %s are not counted", t.Unit, t.Unit.Column, t.Unit.Column))
+		add("unit contribution", fmt.Sprintf("at most %g rows of one unit change the histogram (L1, min(k, g·r)); sensitivities below are per unit", c.L1()))
+	}
 	if selEps > 0 {
 		k := *w.Queries[0].Source.Limit
 		rounds := "rounds"
 		if k == 1 {
 			rounds = "round"
 		}
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity 1; weights exp(ε/%d·count))", k, rounds, w.Queries[0].RowCount(w), selEps, k))
+		delta := selectionSensitivity(t, w, w.Queries[0])
+		weights := fmt.Sprintf("exp(ε/%d·count)", k)
+		if delta != 1 {
+			weights = fmt.Sprintf("exp(ε/(%d·%d)·count)", k, delta)
+		}
+		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity %d; weights %s)", k, rounds, w.Queries[0].RowCount(w), selEps, delta, weights))
 		if !measuresValues(w.Queries[0]) {
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
@@ -729,7 +744,16 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		plan = d.plan
 	}
 	add("strategy", plan.Name)
-	add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
+	if t.Unit == nil {
+		add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
+	} else {
+		cal := plan.Options.Calibration()
+		at := fmt.Sprintf("ε = %.6g", cal.Epsilon)
+		if cal.Noise == catalog.Gaussian {
+			at = fmt.Sprintf("ρ = %.6g", cal.Rho)
+		}
+		add("sensitivity", fmt.Sprintf("%g per unit (%g per row × %g rows); noise calibrated at %s per row", plan.UnitSensitivity(), plan.Sensitivity, plan.Options.Unit.L1(), at))
+	}
 	add("expected total squared error", fmt.Sprintf("%.6g", plan.TotalSquaredError()))
 	if plan.Tables != nil {
 		var ts []string
@@ -757,6 +781,10 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("objective minimised", fmt.Sprintf("%.6g (%s)", plan.Objective(), plan.Options.Objective.Describe()))
 	}
 	for _, c := range plan.Candidates {
+		if t.Unit != nil {
+			add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g per unit)", c.TotalSquaredError, c.Sensitivity*plan.Options.Unit.L1()))
+			continue
+		}
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
 	}
 	sizes := w.Sizes()

@@ -97,6 +97,9 @@ func reuseKey(t *catalog.Table, sts []*parser.Statement, opt planner.Options) st
 	var b strings.Builder
 	fmt.Fprintf(&b, "semantics %d|%s|%s|%v|%v", answerSemantics, t.Name, opt.Noise, opt.Epsilon, opt.Rho)
 	fmt.Fprintf(&b, "|def(%q,%q,%v", t.Source, t.Noise, t.Budget.TopKSelectionShare)
+	if t.Unit != nil { // another unit or bound is another truncated table
+		fmt.Fprintf(&b, ",unit %s", t.Unit)
+	}
 	for _, c := range t.Columns {
 		fmt.Fprintf(&b, ",%+v", *c)
 	}

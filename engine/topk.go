@@ -101,9 +101,9 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 	meas := total - sel
 	if t.Noise == catalog.Gaussian {
 		rho := budget.RhoForEpsilon(meas, t.Budget.Delta)
-		return planner.Options{Noise: catalog.Gaussian, Rho: rho}, budget.Cost{Epsilon: sel, Rho: rho}, sel, nil
+		return planner.Options{Noise: catalog.Gaussian, Rho: rho, MaxCells: opt.MaxCells, Unit: opt.Unit}, budget.Cost{Epsilon: sel, Rho: rho}, sel, nil
 	}
-	return planner.Options{Noise: catalog.Laplace, Epsilon: meas}, budget.Cost{Epsilon: sel + meas}, sel, nil
+	return planner.Options{Noise: catalog.Laplace, Epsilon: meas, MaxCells: opt.MaxCells, Unit: opt.Unit}, budget.Cost{Epsilon: sel + meas}, sel, nil
 }
 
 // topK answers a top-k query.
@@ -111,7 +111,8 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 // Privacy: the selection is k rounds of the exponential mechanism without
 // replacement ("peeling"), each with ε_sel/k, utility = the group's exact
 // count (its negation for ASC), sensitivity Δ = 1: adding or removing a
-// row changes one group's count by one. Counts are monotone — between
+// row changes one group's count by one; with a privacy unit, Δ is the most
+// one unit moves one group's count (selectionSensitivity). Counts are monotone — between
 // neighbours they all move the same way (up when a row is added, down when
 // one is removed) — so each round selects with weights exp((ε_sel/k)·u/Δ),
 // without the factor 1/2 of the general mechanism, and is (ε_sel/k)-DP
@@ -152,7 +153,8 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		if err != nil {
 			return nil, e.internal("histogram", err)
 		}
-		entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts)
+		delta := selectionSensitivity(t, w, q)
+		entry, err := e.charge(ctx, s, t, mechanism, strategy, cost, sts, unitBound(t, opt, selEps, delta))
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +174,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 			}
 		}
 		r := noise.NewRand()
-		chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, 1)
+		chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, delta)
 		var m *measured
 		if plan != nil {
 			ans, err := exec.Measure(plan, x, r)
@@ -185,4 +187,13 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		return []*Result{assemble(w, q, m, chosen)}, nil
 	})
 	return e.released(ctx, s, t, sts, rs, fresh, err)
+}
+
+// selectionSensitivity is the exponential mechanism's Δ for q: the most one
+// unit moves one group's count — 1 for row privacy; min(k, r) when every
+// group is one cell of the batch's domain (q groups by every column and by
+// no expression); min(k, g·r) otherwise (planner.Contribution).
+func selectionSensitivity(t *catalog.Table, w *compile.Workload, q *compile.Query) int64 {
+	oneCell := len(q.GroupCols) == len(w.Columns) && q.ExprCount() == 1
+	return planner.ContributionOf(t.Unit).UtilitySensitivity(oneCell)
 }

@@ -96,9 +96,9 @@ func checkBlocks(p *planner.Plan) error {
 		}
 		sum.Add(sum, s)
 	}
-	budget := p.Options.Epsilon
+	budget := p.Options.Calibration().Epsilon
 	if gauss {
-		budget = p.Options.Rho
+		budget = p.Options.Calibration().Rho
 	}
 	if sum.Cmp(new(big.Rat).SetFloat64(budget)) > 0 {
 		return fmt.Errorf("exec: marginal blocks' shares sum to %s, above the batch's %v", sum.FloatString(12), budget)

@@ -1,6 +1,7 @@
 package mysqlfront
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -209,6 +210,10 @@ var (
 		column(TableLedger, "query_digest", varchar(64), false),
 		column(TableLedger, "prev_hash", varchar(64), false),
 		column(TableLedger, "hash", varchar(64), false),
+		// The privacy unit, bounds and row-level calibration of a charge on
+		// a table with a privacy unit (budget.UnitBound as JSON); NULL for
+		// row privacy.
+		column(TableLedger, "unit", varchar(1024), true),
 	}
 	budgetsSchema = sql.Schema{
 		column(TableBudgets, "scope", varchar(16), false), // table or user_table
@@ -240,8 +245,16 @@ func (d *auditDB) ledgerRows(ctx *sql.Context) ([]sql.Row, error) {
 	}
 	rows := make([]sql.Row, len(es))
 	for i, e := range es {
+		var unit any
+		if e.Unit != nil {
+			b, err := json.Marshal(e.Unit)
+			if err != nil {
+				return nil, err
+			}
+			unit = string(b)
+		}
 		rows[i] = sql.Row{e.Seq, e.Time.UTC(), e.Kind, e.User, e.ConnID, strings.Join(e.Tables, ","),
-			e.Mechanism, e.Strategy, e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash}
+			e.Mechanism, e.Strategy, e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit}
 	}
 	return rows, nil
 }

@@ -48,6 +48,10 @@ const (
 	AggStdPop                  // STDDEV_POP(c), STDDEV(c), STD(c)
 	AggStdSamp                 // STDDEV_SAMP(c)
 	AggQuantile                // DP_QUANTILE(c, q), DP_MEDIAN(c): from a noisy CDF of a numeric column
+	// AggCountDistinct is COUNT(DISTINCT c) of one plain column: compile
+	// answers it for a table's privacy unit column only (the number of
+	// units) and refuses it for any other column.
+	AggCountDistinct
 )
 
 // ErrorBar wraps an aggregate to ask for its error instead of its value.

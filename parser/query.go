@@ -165,6 +165,20 @@ func (b *selectBuilder) checkNames() error {
 				if !x.TableName.IsEmpty() && !b.qualifierOK(x.TableName) && !b.qualifiesAJoin(x.TableName) {
 					return false, Errorf(CodeBadField, "Unknown column '%s.*' in '%s'", x.TableName.Name.String(), clause)
 				}
+			case *sqlparser.FuncExpr:
+				// COUNT(DISTINCT c) of a private column: compile answers it
+				// for the table's privacy unit (the number of units) and
+				// refuses it for any other column.
+				if c := countDistinctColumn(x); c != nil {
+					resolved, err := b.column(c, clause)
+					if err != nil {
+						return false, err
+					}
+					if b.c.private != nil && !strings.Contains(resolved, ".") && b.c.private(strings.ToLower(b.table.Name.String()), resolved) {
+						return false, nil
+					}
+					return false, b.checkColumn(c, resolved, clause)
+				}
 			case *sqlparser.ColName:
 				if isVariable(x) {
 					return false, nil
@@ -956,8 +970,19 @@ func (b *selectBuilder) aggregate(e sqlparser.Expr) (SelectItem, bool, error) {
 		}
 		switch name {
 		case "count":
+			distinctUsage := Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(x), list the declared values with SELECT c FROM t GROUP BY c, or count people with COUNT(DISTINCT <privacy unit column>) on a table that declares one")
 			if f.Distinct {
-				return SelectItem{}, true, Errorf(CodeNotSupported, "COUNT(DISTINCT ...) is not supported: count rows with COUNT(*) or COUNT(x), or list the declared values with SELECT c FROM t GROUP BY c")
+				if len(f.Exprs) != 1 {
+					return SelectItem{}, true, distinctUsage
+				}
+				col, ex, err := arg(distinctUsage)
+				if err != nil {
+					return SelectItem{}, true, err
+				}
+				if ex != nil || col == "" {
+					return SelectItem{}, true, distinctUsage
+				}
+				return SelectItem{Agg: AggCountDistinct, Column: col}, true, nil
 			}
 			usage := Errorf(CodeNotSupported, "COUNT takes *, a column or an expression: COUNT(*), COUNT(c), COUNT(CASE WHEN ... THEN 1 END)")
 			if len(f.Exprs) != 1 {
@@ -1288,4 +1313,18 @@ func (b *selectBuilder) orderBy() ([]OrderItem, error) {
 		}
 	}
 	return out, nil
+}
+
+// countDistinctColumn is c of COUNT(DISTINCT c) for one plain column c, or
+// nil.
+func countDistinctColumn(f *sqlparser.FuncExpr) *sqlparser.ColName {
+	if !f.Distinct || !strings.EqualFold(f.Name.String(), "count") || len(f.Exprs) != 1 {
+		return nil
+	}
+	ae, ok := f.Exprs[0].(*sqlparser.AliasedExpr)
+	if !ok {
+		return nil
+	}
+	c, _ := unparen(ae.Expr).(*sqlparser.ColName)
+	return c
 }

@@ -370,12 +370,14 @@ func (p *Plan) recalibrated(o Options) (*Plan, error) {
 	}
 	cp := *p
 	cp.Options = o
+	// Noise is calibrated at row level (Options.Calibration).
+	o, po := o.Calibration(), p.Options.Calibration()
 	switch p.Kind {
 	case Direct, Kronecker:
 		if p.AggNoise != nil {
-			ratio := o.Epsilon / p.Options.Epsilon
+			ratio := o.Epsilon / po.Epsilon
 			if o.Noise == catalog.Gaussian {
-				ratio = o.Rho / p.Options.Rho
+				ratio = o.Rho / po.Rho
 			}
 			cp.AggNoise = make([][]DirectNoise, len(p.AggNoise))
 			for q, r := range p.AggNoise {
@@ -396,9 +398,9 @@ func (p *Plan) recalibrated(o Options) (*Plan, error) {
 		}
 		cp.NoiseNum, cp.NoiseDen, cp.NoiseVariance = calibrate(o, p.Sensitivity)
 	case Marginal:
-		ratio := o.Epsilon / p.Options.Epsilon
+		ratio := o.Epsilon / po.Epsilon
 		if o.Noise == catalog.Gaussian {
-			ratio = o.Rho / p.Options.Rho
+			ratio = o.Rho / po.Rho
 		}
 		f := p.mspace.f
 		blocks := make([]MarginalBlock, len(p.Marginals.Blocks))

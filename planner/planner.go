@@ -46,6 +46,10 @@ type Options struct {
 	// tables still exceed it is refused (CellsError). Zero means
 	// DefaultMaxCells.
 	MaxCells float64
+	// Unit bounds one privacy unit's contribution; Epsilon and Rho are
+	// per unit, and every noise is calibrated at Calibration(). The zero
+	// value is row privacy.
+	Unit Contribution
 }
 
 // DefaultMaxCells is Options.MaxCells when unset.
@@ -215,21 +219,26 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	key := fingerprint(w, opt)
+	// Plans are made at row level, at the unit's calibration (see
+	// Contribution); the plan carries the options as asked.
+	cal := opt.Calibration()
+	key := fingerprint(w, cal)
 	if p := pl.cachedPlan(key); p != nil {
 		p.Workload = w
+		p.Options = opt
 		return p, nil
 	}
 	var best *Plan
 	var err error
 	if opt.Objective == ObjectiveMaxVariance {
-		best, err = pl.chooseMinMax(w, opt)
+		best, err = pl.chooseMinMax(w, cal)
 	} else {
-		best, _, err = pl.choose(w, opt, nil)
+		best, _, err = pl.choose(w, cal, nil)
 	}
 	if err != nil {
 		return nil, err
 	}
+	best.Options = opt
 	pl.storePlan(key, best)
 	return best, nil
 }
@@ -535,6 +544,9 @@ func CountedCells(w *compile.Workload, maxCells float64) float64 {
 }
 
 func (o Options) validate() error {
+	if o.Unit.Rows < 0 || o.Unit.Groups < 0 || o.Unit.PerGroup < 0 || !o.Unit.IsRow() && o.Unit.Rows == 0 {
+		return fmt.Errorf("planner: bad contribution bound %+v", o.Unit)
+	}
 	switch o.Noise {
 	case catalog.Laplace:
 		if !(o.Epsilon > 0) || math.IsInf(o.Epsilon, 0) {

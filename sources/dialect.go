@@ -34,6 +34,9 @@ type dialect interface {
 	// defaultVersion is the query whose value changes when the data does
 	// ("" when the engine has none: cached histograms then live a TTL).
 	defaultVersion() string
+	// keyedHash is UnitHash(key, vals...) computed by the engine, ordered
+	// as its hex digest (units.go); key is a bound parameter.
+	keyedHash(key string, vals []string) string
 }
 
 // table quotes a possibly qualified source table, part by part:
@@ -57,6 +60,8 @@ type pushdown struct {
 	t    *catalog.Table
 	cols []*catalog.Column
 	args []any
+	// key is the unit hash key, for tables with a privacy unit.
+	key string
 }
 
 // from is the row source: the table itself. This is the hook where a
@@ -109,6 +114,9 @@ func (q *pushdown) bin(c *catalog.Column) string {
 // sql is SELECT b0, b1, COUNT(*) FROM (SELECT <bin c0> AS b0, … FROM t) s
 // GROUP BY b0, b1.
 func (q *pushdown) sql() string {
+	if q.t.Unit != nil {
+		return q.serverBounded(q.key)
+	}
 	if len(q.cols) == 0 {
 		return "SELECT COUNT(*) FROM " + q.from()
 	}
@@ -167,6 +175,7 @@ type server struct {
 	db      *sql.DB
 	d       dialect
 	version string // the data-version query ("" for none)
+	key     string // the unit hash key (units.go)
 	// cancel stops a running query on the server when ctx ends (MySQL
 	// needs KILL QUERY from another session; pgx sends PostgreSQL's
 	// cancel request itself).
@@ -221,7 +230,7 @@ func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Co
 		return err
 	}
 	defer tx.Rollback()
-	q := &pushdown{d: s.d, t: t, cols: cols}
+	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
 	text := q.sql()
 	r, err := tx.QueryContext(ctx, text, q.args...)
 	if err != nil {

@@ -34,4 +34,11 @@
 // build concurrently, a cached histogram answers while others build, and a
 // histogram over some of a cached histogram's columns is summed from it in
 // memory (marginal.go).
+//
+// A table with a privacy unit is counted truncated per unit (units.go): each
+// unit keeps its max_rows rows of least keyed hash, and with max_groups /
+// max_rows_per_group its cells and rows per cell likewise, by window
+// functions in one pushed-down statement on every engine (SQLite through
+// sqlite_units.go), with the key generated once into the data directory.
+// profile.go gives the data owner the exact rows-per-unit distribution.
 package sources

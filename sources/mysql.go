@@ -28,6 +28,15 @@ func (mysqlDialect) exactText(col string) string {
 	return "CAST(CONVERT(" + col + " USING utf8mb4) AS BINARY)"
 }
 
+// keyedHash is SHA2(…, 256), lower-case hex, over the utf8mb4 text.
+func (mysqlDialect) keyedHash(key string, vals []string) string {
+	parts := []string{"CONVERT(" + key + " USING utf8mb4)"}
+	for _, v := range vals {
+		parts = append(parts, "CHAR(31 USING utf8mb4)", hashText(v, "CONCAT('V', CONVERT("+v+" USING utf8mb4))"))
+	}
+	return "CAST(SHA2(CONCAT(" + strings.Join(parts, ", ") + "), 256) AS BINARY)"
+}
+
 // floorDiv divides by a double: '/' on integers would round to
 // div_precision_increment decimals (29999/30000 shows as 1.0000), and the
 // quotient is at most the column's number of bins, so the double is exact

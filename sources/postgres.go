@@ -28,6 +28,16 @@ func (postgres) param(n int) string { return "$" + strconv.Itoa(n) }
 // equality, whatever the column's or database's collation.
 func (postgres) exactText(col string) string { return "(" + col + ")::text COLLATE \"C\"" }
 
+// keyedHash is sha256 (bytea, ordered bytewise as its hex) of the UTF-8
+// text.
+func (postgres) keyedHash(key string, vals []string) string {
+	parts := []string{"CAST(" + key + " AS text)"}
+	for _, v := range vals {
+		parts = append(parts, "chr(31)", hashText(v, "'V' || ("+v+")::text"))
+	}
+	return "sha256(convert_to(concat(" + strings.Join(parts, ", ") + "), 'UTF8'))"
+}
+
 // floorDiv: integer columns divide as integers (exact), float8 as IEEE.
 func (postgres) floorDiv(col string, min, width int64) string {
 	return fmt.Sprintf("floor((%s - %d) / %d)::bigint", col, min, width)

@@ -96,8 +96,18 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	key := ""
+	for _, t := range cat.Tables {
+		if t.Unit != nil {
+			var err error
+			if key, err = loadUnitKey(opt.DataDir); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	for _, name := range names {
-		src, err := open(ctx, cat.Sources[name], opt.DataDir)
+		src, err := open(ctx, cat.Sources[name], opt.DataDir, key)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("source %s (%s): %w", name, cat.Sources[name].Driver, err)
@@ -107,7 +117,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 	return s, nil
 }
 
-func open(ctx context.Context, cfg *catalog.Source, dataDir string) (*source, error) {
+func open(ctx context.Context, cfg *catalog.Source, dataDir, key string) (*source, error) {
 	src := &source{name: cfg.Name, cfg: cfg, ttl: cfg.CacheTTL}
 	if !cfg.CacheTTLSet && cfg.Driver != catalog.DriverSQLite {
 		src.ttl = DefaultServerCacheTTL
@@ -119,6 +129,7 @@ func open(ctx context.Context, cfg *catalog.Source, dataDir string) (*source, er
 		if err != nil {
 			return nil, err
 		}
+		be.key = key
 		src.be, conns = be, sqliteDefaultConnections
 	case catalog.DriverPostgres, catalog.DriverMySQL:
 		d, err := dsn(cfg)
@@ -136,6 +147,7 @@ func open(ctx context.Context, cfg *catalog.Source, dataDir string) (*source, er
 		if err != nil {
 			return nil, err
 		}
+		srv.key = key
 		srv.version = cfg.VersionQuery
 		if srv.version == "" {
 			srv.version = srv.d.defaultVersion()
@@ -177,7 +189,10 @@ func (s *Set) Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	if e := s.cache.get(key); e != nil && young(e) {
 		return strip(e.counts, cols), nil
 	}
-	if e := s.cache.superset(tk, ck, young); e != nil {
+	// Truncation per cell (max_groups, max_rows_per_group) depends on the
+	// columns binned: such a histogram is never summed from another.
+	sums := !t.Unit.CellBounded()
+	if e := s.cache.superset(tk, ck, young); sums && e != nil {
 		return s.marginal(e, key, tk, ck, cols), nil
 	}
 	version, known, err := src.be.dataVersion(ctx)
@@ -202,7 +217,7 @@ func (s *Set) Histogram(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	}
 	// A cached histogram over more columns of the same table and version
 	// holds this one: sum it down in memory, no round trip.
-	if e := s.cache.superset(tk, ck, fresh); e != nil {
+	if e := s.cache.superset(tk, ck, fresh); sums && e != nil {
 		return s.marginal(e, key, tk, ck, cols), nil
 	}
 	internal, err := s.build(ctx, src, t, cols, key, tk, ck, version, known)
@@ -320,7 +335,7 @@ func (s *Set) run(ctx context.Context, src *source, t *catalog.Table, cols []*ca
 // and its table in the source (two catalog tables over different source
 // tables never share histograms).
 func tableKey(t *catalog.Table) string {
-	return t.Name + "\x00" + t.Source + "\x00" + sourceTable(t)
+	return t.Name + "\x00" + t.Source + "\x00" + sourceTable(t) + "\x00" + t.Unit.String()
 }
 
 // sourceTable is t's table in the source: source_table, by default the

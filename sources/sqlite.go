@@ -36,6 +36,7 @@ type sqliteSource struct {
 	version     *sql.Conn
 	versionFree chan struct{}
 	workers     int
+	key         string // the unit hash key (units.go)
 }
 
 // sqliteDefaultConnections is an SQLite source's pool size unless the
@@ -51,6 +52,7 @@ func openSQLite(ctx context.Context, cfg *catalog.Source, dataDir string) (*sqli
 		return nil, fmt.Errorf("sqlite file %s: %w", path, err)
 	}
 	registerAggregate()
+	registerUnitFunctions()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -114,6 +116,9 @@ func (s *sqliteSource) count(ctx context.Context, t *catalog.Table, cols []*cata
 		return err
 	}
 	defer tx.Rollback()
+	if t.Unit != nil {
+		return s.bounded(ctx, tx, t, cols, counts, rows)
+	}
 	if len(cols) == 0 {
 		var n int64
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sqliteTable(sourceTable(t))).Scan(&n); err != nil {

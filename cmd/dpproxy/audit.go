@@ -205,9 +205,21 @@ func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO\tSTRATEGY")
+	units := false
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho, e.Strategy)
+		units = units || e.Unit != nil
+	}
+	head := "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO\tSTRATEGY"
+	if units { // a UNIT column only when some charge has a privacy unit
+		head += "\tUNIT"
+	}
+	fmt.Fprintln(tw, head)
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g\t%s", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho, e.Strategy)
+		if units && e.Kind == budget.KindCharge {
+			fmt.Fprintf(tw, "\t%s", unitText(e.Unit))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -239,4 +251,29 @@ func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catal
 		}
 	}
 	return tw.Flush()
+}
+
+// unitText is a charge's privacy unit as audit prints it: "row", or the
+// unit, its bounds and the row-level calibration the charge covers.
+func unitText(u *budget.UnitBound) string {
+	if u == nil {
+		return "row"
+	}
+	s := fmt.Sprintf("%s max_rows=%d", u.Column, u.MaxRows)
+	if u.MaxGroups > 0 {
+		s += fmt.Sprintf(" max_groups=%d", u.MaxGroups)
+	}
+	if u.MaxRowsPerGroup > 0 {
+		s += fmt.Sprintf(" max_rows_per_group=%d", u.MaxRowsPerGroup)
+	}
+	if u.RowEpsilon > 0 {
+		s += fmt.Sprintf(" row_ε=%.6g", u.RowEpsilon)
+	}
+	if u.RowRho > 0 {
+		s += fmt.Sprintf(" row_ρ=%.6g", u.RowRho)
+	}
+	if u.SelectionEpsilon > 0 {
+		s += fmt.Sprintf(" selection_ε=%.6g Δ=%d", u.SelectionEpsilon, u.SelectionSensitivity)
+	}
+	return s
 }

@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "reload":
 		err = reloadCmd(rest, stdout)
+	case "profile-units":
+		err = profileUnits(ctx, rest, stdout)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -83,6 +85,9 @@ commands:
   console  serve the read-only web console over a ledger, without a proxy:
            'console --data-dir DIR [--config FILE] [--http ADDR]' (serve has it too: --http ADDR)
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
+  profile-units  the data owner's exact distribution of rows per privacy unit, to choose max_rows
+           ('profile-units --config FILE --data-dir DIR [--table T [--column C]]'); exact data: an
+           administrator's command, never reachable over the MySQL protocol
   bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100
            [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
            'bench fairness|target [--noise laplace|gaussian]': each answer against its fair share, and the ε

@@ -1,0 +1,361 @@
+package sources
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/catalog"
+)
+
+// Contribution bounding. A table with a privacy unit is counted from itself
+// truncated per unit, inside the database, in one query:
+//
+//  1. rows whose unit is NULL are left out (catalog.PrivacyUnit);
+//  2. each row gets a keyed hash of its unit and of every declared column's
+//     value — its content, not the batch's bins — and each unit keeps its
+//     max_rows rows of least hash: ROW_NUMBER() OVER (PARTITION BY unit
+//     ORDER BY hash) <= k. This step does not depend on the batch, so every
+//     histogram of one data version is a histogram of the same truncated
+//     table (the marginal of one is the other; stored answers and reused
+//     measurements rely on it);
+//  3. with max_groups g and max_rows_per_group r, the kept rows are binned,
+//     each unit keeps the g cells (of the batch's internal domain) of least
+//     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
+//     ORDER BY cell hash) <= g — and in each cell its r rows of least row
+//     hash.
+//
+// A unit's kept rows are a function of its own rows and the key only, never
+// of other units, the query's noise or a random() of the database: that is
+// what makes the truncation stable (a unit added or removed changes only its
+// own kept rows, at most k of them in at most g cells, at most r per cell),
+// and the sensitivities of package planner rest on it. The key makes the
+// choice unpredictable to whoever writes the data; privacy does not depend
+// on its secrecy. It travels to the database as a bound parameter of the
+// histogram query, so the database (its logs, its statement statistics)
+// can see it.
+//
+// The hash is SHA-256 of the key (hex), then per value 0x1f and "N" for
+// NULL or "V" and the value's text. Every engine computes it (PostgreSQL's
+// sha256, MariaDB's SHA2, a Go function registered with SQLite), so a test
+// can replay the selection in Go.
+
+// UnitKeyFile is the file, in the data directory, holding the key of the
+// keyed hash (64 hex digits, mode 0600), generated the first time a catalog
+// with a privacy unit is opened.
+const UnitKeyFile = "unit-hash.key"
+
+// loadUnitKey reads the data directory's unit key, creating it (0600) when
+// it does not exist. A key readable by others is refused.
+func loadUnitKey(dataDir string) (string, error) {
+	if dataDir == "" {
+		return "", errors.New("a table declares a privacy_unit: the data directory (which holds its hash key) must be set")
+	}
+	path := filepath.Join(dataDir, UnitKeyFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			f.Close()
+			return "", err
+		}
+		key := hex.EncodeToString(b[:])
+		_, err := f.WriteString(key + "\n")
+		if err2 := f.Close(); err == nil {
+			err = err2
+		}
+		if err != nil {
+			return "", fmt.Errorf("unit key %s: %w", path, err)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("unit key %s: %w", path, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("unit key %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("unit key %s: mode %v lets others read it; chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("unit key %s: %w", path, err)
+	}
+	key := strings.TrimSpace(string(b))
+	if raw, err := hex.DecodeString(key); err != nil || len(raw) < 16 {
+		return "", fmt.Errorf("unit key %s: not a key of at least 32 hex digits", path)
+	}
+	return key, nil
+}
+
+// UnitHash is the keyed hash of values, as every engine computes it (see
+// above): the lower-case hex SHA-256 of key, then per value 0x1f and "N"
+// for NULL or "V" and its text. Integers are written in decimal, text as
+// it is; tests replay the engines' selection with it.
+func UnitHash(key string, vals ...any) string {
+	h := sha256.New()
+	h.Write([]byte(key))
+	for _, v := range vals {
+		h.Write([]byte{0x1f})
+		if v == nil {
+			h.Write([]byte{'N'})
+			continue
+		}
+		h.Write([]byte{'V'})
+		switch v := v.(type) {
+		case string:
+			h.Write([]byte(v))
+		case []byte:
+			h.Write(v)
+		case int64:
+			h.Write([]byte(strconv.FormatInt(v, 10)))
+		case int:
+			h.Write([]byte(strconv.Itoa(v)))
+		case float64:
+			h.Write([]byte(strconv.FormatFloat(v, 'g', -1, 64)))
+		default:
+			fmt.Fprint(h, v)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// hashColumns are the columns a row's hash covers: the unit and every
+// declared column, in catalog order, whatever the batch bins.
+func hashColumns(t *catalog.Table) []string {
+	out := []string{t.Unit.Column}
+	for _, c := range t.Columns {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// boundedQuery builds the histogram query of a table with a privacy unit.
+// Bins are the output cell expressions over the raw columns (one per
+// column for the servers; one combined cell index for SQLite), combined is
+// the SQL of the internal cell index from the bins' aliases (used for
+// max_groups / max_rows_per_group), hash the dialect's keyed hash of SQL
+// values (binding the key), bind a parameter. Parameters are bound in
+// textual order (MySQL's ? are positional).
+type boundedQuery struct {
+	t      *catalog.Table
+	ident  func(string) string
+	hash   func(vals []string) string
+	raw    []string                // raw column names read
+	bins   func() (exprs []string) // bound when called, in order
+	outs   []string                // the bins' aliases
+	cellOf func(outs []string) string
+	table  string
+	// pairs asks for the distinct (unit, internal cell) pairs of the
+	// bounded rows, ordered by unit, instead of the counts per cell.
+	pairs bool
+}
+
+// sql writes the query; see the package comment above for its steps.
+func (b *boundedQuery) sql() string {
+	u := b.t.Unit
+	id := b.ident
+	unit := id(u.Column)
+	var raw []string
+	seen := map[string]bool{}
+	for _, c := range b.raw {
+		if !seen[c] {
+			seen[c] = true
+			raw = append(raw, id(c))
+		}
+	}
+	rawList := strings.Join(raw, ", ")
+	if rawList != "" {
+		rawList += ", "
+	}
+	hashed := func() string {
+		var vals []string
+		for _, c := range hashColumns(b.t) {
+			vals = append(vals, id(c))
+		}
+		h := b.hash(vals)
+		return fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL", rawList, unit, h, b.table, unit)
+	}
+	ranked := func() string {
+		return fmt.Sprintf("SELECT %sdpproxy_unit, dpproxy_hash, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
+	}
+	if len(b.outs) == 0 {
+		k := min(u.MaxRows, u.PerCell())
+		if b.pairs {
+			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d ORDER BY dpproxy_unit", ranked(), k)
+		}
+		return fmt.Sprintf("SELECT COUNT(*) FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d", ranked(), k)
+	}
+	outs := strings.Join(b.outs, ", ")
+	if !u.CellBounded() {
+		bins := b.bins()
+		sel := make([]string, len(bins))
+		for j, e := range bins {
+			sel[j] = e + " AS " + b.outs[j]
+		}
+		if b.pairs {
+			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned ORDER BY dpproxy_unit",
+				b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows)
+		}
+		return fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned GROUP BY %s",
+			outs, strings.Join(sel, ", "), ranked(), u.MaxRows, outs)
+	}
+	cellHash := b.hash([]string{"'cell'", "dpproxy_unit", "dpproxy_cell"})
+	bins := b.bins()
+	sel := make([]string, len(bins))
+	for j, e := range bins {
+		sel[j] = e + " AS " + b.outs[j]
+	}
+	g, r := u.MaxGroups, u.MaxRowsPerGroup
+	if g == 0 {
+		g = u.MaxRows
+	}
+	if r == 0 {
+		r = u.MaxRows
+	}
+	head, tail := "SELECT %[1]s, COUNT(*) FROM (", " GROUP BY %[1]s"
+	if b.pairs {
+		head, tail = "SELECT DISTINCT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
+	}
+	return fmt.Sprintf(head+
+		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g, "+
+		"ROW_NUMBER() OVER (PARTITION BY dpproxy_unit, dpproxy_cell ORDER BY dpproxy_hash) AS dpproxy_r FROM ("+
+		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_hash FROM ("+
+		"SELECT %[4]s, dpproxy_unit, dpproxy_hash FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
+		") dpproxy_binned) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d AND dpproxy_r <= %[8]d"+tail,
+		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows, g, r)
+}
+
+// serverBounded is the pushdown's bounded query for PostgreSQL and MySQL:
+// one bin per column (pushdown.bin), the internal cell index Σ b_j·s_j.
+func (q *pushdown) serverBounded(key string) string { return q.serverBoundedQuery(key, false) }
+
+// serverBoundedPairs is the distinct (unit, cell) pairs query (UnitCells).
+func (q *pushdown) serverBoundedPairs() string { return q.serverBoundedQuery(q.key, true) }
+
+func (q *pushdown) serverBoundedQuery(key string, pairs bool) string {
+	st := strides(q.cols)
+	b := &boundedQuery{t: q.t, ident: q.d.ident, table: q.from(), pairs: pairs}
+	b.hash = func(vals []string) string { return q.d.keyedHash(q.bind(key), vals) }
+	for j, c := range q.cols {
+		b.raw = append(b.raw, c.Name)
+		b.outs = append(b.outs, fmt.Sprintf("b%d", j))
+	}
+	b.bins = func() []string {
+		out := make([]string, len(q.cols))
+		for j, c := range q.cols {
+			out[j] = q.bin(c)
+		}
+		return out
+	}
+	b.cellOf = func(outs []string) string {
+		terms := make([]string, len(outs))
+		for j, o := range outs {
+			terms[j] = fmt.Sprintf("%s * %d", o, st[j])
+		}
+		return strings.Join(terms, " + ")
+	}
+	return b.sql()
+}
+
+// hashText is the NULL-aware text of one hashed value for the servers'
+// keyed hash: 'N' for NULL, else 'V' and the text.
+func hashText(v, text string) string {
+	return fmt.Sprintf("CASE WHEN %s IS NULL THEN 'N' ELSE %s END", v, text)
+}
+
+// UnitCells calls fn with each unit's internal cells (over cols, with each
+// column's dropped cell last, as Histogram counts them internally) after
+// contribution bounding: the distinct cells its kept rows lie in, at most
+// max_groups of them (max_rows without it). The pairs are distinct (unit,
+// cell) pairs pushed down and streamed ordered by unit, so the proxy holds
+// one unit's cells at a time, never a unit's value beyond comparing it with
+// the previous row's. It is how COUNT(DISTINCT <unit>) is counted
+// (exec.CountDistinct).
+func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.Column, fn func(cells []int) error) error {
+	if t.Unit == nil {
+		return fmt.Errorf("table %s declares no privacy unit", t.Name)
+	}
+	src := s.sources[t.Source]
+	if src == nil {
+		return fmt.Errorf("table %s: unknown source %q", t.Name, t.Source)
+	}
+	n := cells(cols)
+	var db *sql.DB
+	var q string
+	var args []any
+	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+	switch be := src.be.(type) {
+	case *sqliteSource:
+		db = be.db
+		q, args = be.boundedQuery(t, cols, true)
+	case *server:
+		db, cancel = be.db, be.cancel
+		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
+		q = pd.serverBoundedPairs()
+		args = pd.args
+	default:
+		return fmt.Errorf("table %s: no unit cells for this source", t.Name)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer conn.Close()
+	if cancel != nil {
+		stop, err := cancel(ctx, conn)
+		if err != nil {
+			return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+		}
+		defer stop()
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var cur, prev sql.RawBytes
+	var unit []int
+	first := true
+	for rows.Next() {
+		var cell int64
+		if err := rows.Scan(&cur, &cell); err != nil {
+			return err
+		}
+		if cell < 0 || cell >= int64(n) {
+			return fmt.Errorf("table %s: cell %d out of range", t.Name, cell)
+		}
+		if !first && string(cur) != string(prev) {
+			if err := fn(unit); err != nil {
+				return err
+			}
+			unit = unit[:0]
+		}
+		first = false
+		prev = append(prev[:0], cur...)
+		unit = append(unit, int(cell))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !first {
+		return fn(unit)
+	}
+	return nil
+}
