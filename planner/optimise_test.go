@@ -626,7 +626,7 @@ func TestPlannerOptimisesAndCaches(t *testing.T) {
 		// end them before they beat the workload strategy, which is not
 		// what this test is about.
 		pl := New()
-		pl.Budget, pl.ColumnFloor = 30*time.Second, time.Second
+		pl.Budget, pl.ColumnFloor = 30*time.Second, 2*time.Second
 		first, err := pl.Choose(w, opt)
 		if err != nil {
 			t.Fatal(err)
