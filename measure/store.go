@@ -93,7 +93,7 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 	if err != nil {
 		return fmt.Errorf("measure: put: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	defer tx.Rollback()             //nolint:errcheck // after Commit, a no-op
 	sizes := make([]int64, len(ms)) // each stored encoding's bytes
 	for i, m := range ms {
 		if err := m.Check(); err != nil {
