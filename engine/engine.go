@@ -370,7 +370,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		strategy := plan.Name
 		if d.combine {
-			strategy += "; answered with " + usedText(d.old.Used)
+			strategy = d.pick.what() + "; answered with " + usedText(d.old.Used)
 		}
 		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
@@ -382,7 +382,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
 			return nil, e.internal("measure", err)
 		}
-		recs, _ := records(w, plan, ans)
+		recs, _ := records(d.measured, plan, ans)
 		var combined *estimated
 		if d.combine {
 			g := d.old.Clone()
@@ -395,8 +395,14 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			}
 			if combined == nil {
 				// Planned to combine, so the plan alone may miss the
-				// target: measured, released alone, logged.
+				// target: measured, released alone, logged. (Unreachable:
+				// the combination was solved on the same structure before
+				// the charge.) A plan for only some of the queries cannot
+				// answer alone: charged, nothing released.
 				e.log.Error("combination with stored measurements failed; answering from the new measurement", "seq", entry.Seq)
+				if d.measured != w {
+					return nil, e.internal("combine", fmt.Errorf("measurement of %d of %d queries did not combine", len(d.measured.Queries), len(w.Queries)))
+				}
 			}
 		}
 		e.keep(ctx, t, d, recs, entry.Seq)

@@ -166,6 +166,36 @@ func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 			}
 		}
 		return out, all
+	case planner.Marginal:
+		// One measurement per block, over the block's columns: a marginal
+		// block is the identity on each, a residual block n_j·I − J.
+		for bi, b := range p.Marginals.Blocks {
+			m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: scale(b.NoiseNum, b.NoiseDen), Variance: b.NoiseVariance}
+			for _, j := range b.Cols {
+				n := sizes[j]
+				m.Columns, m.Rows = append(m.Columns, cols[j]), append(m.Rows, n)
+				if !b.Residual {
+					m.Factors = append(m.Factors, nil)
+					continue
+				}
+				c := make([]float64, n*n)
+				for i := range c {
+					c[i] = -1
+				}
+				for i := 0; i < n; i++ {
+					c[i*n+i] += float64(n)
+				}
+				m.Factors = append(m.Factors, c)
+			}
+			if ans != nil {
+				if bi >= len(ans.Blocks) {
+					return nil, false
+				}
+				m.Answers = ans.Blocks[bi]
+			}
+			out = append(out, m)
+		}
+		return out, len(out) > 0
 	}
 	return nil, false
 }
@@ -229,54 +259,65 @@ type estimated struct {
 // fromEstimate answers every aggregate of w from est; ok is false when
 // some answer that is not zero by construction is not identified.
 func fromEstimate(w *compile.Workload, est *planner.Estimate) (*estimated, bool) {
-	sizes := w.Sizes()
-	n := w.Cells()
 	out := &estimated{}
-	coords := make([]int, len(sizes))
-	for _, qu := range w.Queries {
-		// The plain group of every cell.
-		groupOf := make([]int, n)
-		for c := 0; c < n; c++ {
-			r := c
-			for j := len(sizes) - 1; j >= 0; j-- {
-				coords[j] = r % sizes[j]
-				r /= sizes[j]
-			}
-			g := 0
-			for _, j := range qu.GroupCols {
-				g = g*sizes[j] + coords[j]
-			}
-			groupOf[c] = g
-		}
-		groups := qu.Groups(w)
-		var vals, vars [][]float64
-		for a, agg := range qu.Aggregates {
-			d := planner.Dense(agg, sizes)
-			cells := make([][]int, groups)
-			ws := make([][]float64, groups)
-			for c, x := range d {
-				if x != 0 {
-					g := groupOf[c]
-					cells[g] = append(cells[g], c)
-					ws[g] = append(ws[g], x)
-				}
-			}
-			v, vr := make([]float64, groups), make([]float64, groups)
-			for g := 0; g < groups; g++ {
-				if !qu.IsLive(a, g) || len(cells[g]) == 0 {
-					continue
-				}
-				x, variance, ok := est.Answer(cells[g], ws[g])
-				if !ok {
-					return nil, false
-				}
-				v[g], vr[g] = x, variance
-			}
-			vals, vars = append(vals, v), append(vars, vr)
+	for q := range w.Queries {
+		vals, vars, ok := queryFromEstimate(w, q, est)
+		if !ok {
+			return nil, false
 		}
 		out.vals, out.vars = append(out.vals, vals), append(out.vars, vars)
 	}
 	return out, true
+}
+
+// queryFromEstimate answers query q's aggregates from est: per aggregate,
+// per plain group, the value and its exact variance; ok is false when some
+// answer that is not zero by construction is not identified.
+func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate) (vals, vars [][]float64, ok bool) {
+	sizes := w.Sizes()
+	n := w.Cells()
+	qu := w.Queries[q]
+	coords := make([]int, len(sizes))
+	// The plain group of every cell.
+	groupOf := make([]int, n)
+	for c := 0; c < n; c++ {
+		r := c
+		for j := len(sizes) - 1; j >= 0; j-- {
+			coords[j] = r % sizes[j]
+			r /= sizes[j]
+		}
+		g := 0
+		for _, j := range qu.GroupCols {
+			g = g*sizes[j] + coords[j]
+		}
+		groupOf[c] = g
+	}
+	groups := qu.Groups(w)
+	for a, agg := range qu.Aggregates {
+		d := planner.Dense(agg, sizes)
+		cells := make([][]int, groups)
+		ws := make([][]float64, groups)
+		for c, x := range d {
+			if x != 0 {
+				g := groupOf[c]
+				cells[g] = append(cells[g], c)
+				ws[g] = append(ws[g], x)
+			}
+		}
+		v, vr := make([]float64, groups), make([]float64, groups)
+		for g := 0; g < groups; g++ {
+			if !qu.IsLive(a, g) || len(cells[g]) == 0 {
+				continue
+			}
+			x, variance, ok := est.Answer(cells[g], ws[g])
+			if !ok {
+				return nil, nil, false
+			}
+			v[g], vr[g] = x, variance
+		}
+		vals, vars = append(vals, v), append(vars, vr)
+	}
+	return vals, vars, true
 }
 
 // measured turns q's estimated answers into what assemble reads, with
@@ -302,12 +343,21 @@ const roundingVariance = 1.0 / 12
 // meets reports whether every live answer's variance plus margin is at
 // most its target's.
 func meets(w *compile.Workload, es *estimated, target func(q, a, g int) float64, margin float64) bool {
-	for q, qu := range w.Queries {
-		for a := range qu.Aggregates {
-			for g, v := range es.vars[q][a] {
-				if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
-					return false
-				}
+	for q := range w.Queries {
+		if !queryMeets(w, q, es.vars[q], target, margin) {
+			return false
+		}
+	}
+	return true
+}
+
+// queryMeets is meets for query q, whose variances are vars.
+func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin float64) bool {
+	qu := w.Queries[q]
+	for a := range qu.Aggregates {
+		for g, v := range vars[a] {
+			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
+				return false
 			}
 		}
 	}
@@ -327,6 +377,14 @@ type decision struct {
 	combine bool       // answers from old and new measurements together
 	after   *estimated // the combination's answers' variances as planned (values meaningless)
 	target  func(q, a, g int) float64
+	// measured is the workload plan measures: the batch, or (when
+	// combining) the batch's queries the stored measurements do not
+	// already answer.
+	measured *compile.Workload
+	// considered are the candidate new measurements scored, and pick the
+	// one chosen (nil when not combining).
+	considered []*combined
+	pick       *combined
 }
 
 // searchCells bounds the domain on which the least ε is searched for
@@ -344,7 +402,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 			return nil, err
 		}
 	}
-	d := &decision{plan: plan, cost: cost}
+	d := &decision{plan: plan, cost: cost, measured: w}
 	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
 	if err != nil {
 		return nil, err
@@ -390,90 +448,245 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	d.old = g
-	if est, ok := g.Solve(); ok {
-		if es, ok := fromEstimate(w, est); ok {
-			d.before = es
-			margin := 0.0
-			if len(est.Used) > 1 {
-				margin = roundingVariance
+	est, solved := g.Solve()
+	if !solved {
+		est = nil
+	}
+	if est != nil {
+		// Per query, what the stored measurements alone give (nil where
+		// they do not identify every answer).
+		d.before = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
+		all := true
+		for q := range w.Queries {
+			vals, vars, ok := queryFromEstimate(w, q, est)
+			if !ok {
+				all = false
+				continue
 			}
-			if meets(w, es, d.target, margin) {
-				d.free, d.used = es, est
-				return d, nil
+			d.before.vals[q], d.before.vars[q] = vals, vars
+		}
+		margin := 0.0
+		if len(est.Used) > 1 {
+			margin = roundingVariance
+		}
+		if all && meets(w, d.before, d.target, margin) {
+			d.free, d.used = d.before, est
+			return d, nil
+		}
+	}
+	// What to measure: candidate new measurements, each scored by the
+	// least ε (ρ) at which, combined with the stored ones, it meets every
+	// answer's accuracy; the cheapest wins, the batch's own plan on ties.
+	search := w.Cells() <= searchCells
+	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search) {
+		m, ok := leastCombined(w, g, c, d.target, search)
+		if !ok {
+			continue
+		}
+		d.considered = append(d.considered, m)
+		if d.pick == nil || m.cheaper(d.pick) {
+			d.pick = m
+		}
+	}
+	if d.pick == nil {
+		return d, nil // the plan's answers cannot all join: measured alone, as without a store
+	}
+	d.combine, d.plan, d.measured, d.after = true, d.pick.plan, d.pick.w, d.pick.after
+	if o := d.pick.plan.Options; o.Epsilon != plan.Options.Epsilon || o.Rho != plan.Options.Rho {
+		d.cost = budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}
+	}
+	return d, nil
+}
+
+// candidate is a new measurement that could be combined with the stored
+// ones: plan, measuring workload w — the batch, or the batch's queries
+// that the stored measurements do not already answer.
+type candidate struct {
+	w    *compile.Workload
+	plan *planner.Plan
+	// queries are the batch's queries w has (nil: all).
+	queries []int
+}
+
+// combined is a candidate at the least ε (ρ) found, with the combined
+// answers' variances as planned.
+type combined struct {
+	candidate
+	after *estimated
+}
+
+// what names the candidate's strategy and, when it measures only some of
+// the batch's queries, which.
+func (c *candidate) what() string {
+	if c.queries == nil {
+		return c.plan.Name
+	}
+	qs := make([]string, len(c.queries))
+	for i, q := range c.queries {
+		qs[i] = fmt.Sprint(q + 1)
+	}
+	return fmt.Sprintf("%s for query %s only", c.plan.Name, strings.Join(qs, ", "))
+}
+
+// at is the candidate's ε (ρ).
+func (c *candidate) at() string {
+	if o := c.plan.Options; o.Noise == catalog.Gaussian {
+		return fmt.Sprintf("ρ = %.6g", o.Rho)
+	}
+	return fmt.Sprintf("ε = %.6g", c.plan.Options.Epsilon)
+}
+
+// cheaper reports whether m costs less than o (same noise family).
+func (m *combined) cheaper(o *combined) bool {
+	a, b := m.plan.Options, o.plan.Options
+	if a.Noise == catalog.Gaussian {
+		return a.Rho < b.Rho*(1-1e-9)
+	}
+	return a.Epsilon < b.Epsilon*(1-1e-9)
+}
+
+// searchWork bounds the work of choosing a new measurement given stored
+// ones, in units of cells³ (one solve of the combined system over n cells
+// costs about n³): a batch over searchCells cells scores one candidate,
+// a smaller one up to maxCandidates.
+const (
+	searchWork    = searchCells * searchCells * searchCells
+	maxCandidates = 8
+)
+
+// measurementCandidates lists what could be measured for w: plan itself;
+// when the stored measurements (before) already answer some queries
+// within their targets, the plan
+// for the others alone; and the planner's best alternatives for both,
+// as many as searchWork allows.
+func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, before *estimated, target func(q, a, g int) float64, search bool) []candidate {
+	out := []candidate{{w: w, plan: plan}}
+	if !search {
+		return out
+	}
+	n := float64(w.Cells())
+	k := int(math.Min(maxCandidates, math.Max(1, searchWork/(n*n*n))))
+	if k == 1 {
+		return out
+	}
+	var sub *compile.Workload
+	var unmet []int
+	for q := range w.Queries {
+		if before != nil && before.vars[q] != nil && queryMeets(w, q, before.vars[q], target, roundingVariance) {
+			continue
+		}
+		unmet = append(unmet, q)
+	}
+	if len(unmet) > 0 && len(unmet) < len(w.Queries) {
+		sub = &compile.Workload{Table: w.Table, Columns: w.Columns}
+		for _, q := range unmet {
+			sub.Queries = append(sub.Queries, w.Queries[q])
+		}
+		if p, err := e.planner.Choose(sub, plan.Options); err == nil {
+			out = append(out, candidate{w: sub, plan: p, queries: unmet})
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range out {
+		seen[fmt.Sprint(c.queries, c.plan.Name)] = true
+	}
+	addAlts := func(cw *compile.Workload, queries []int) {
+		alts, err := e.planner.Alternatives(cw, plan.Options, k)
+		if err != nil {
+			return
+		}
+		for _, p := range alts {
+			if key := fmt.Sprint(queries, p.Name); !seen[key] && len(out) < k {
+				seen[key] = true
+				out = append(out, candidate{w: cw, plan: p, queries: queries})
 			}
 		}
 	}
-	recs, all := records(w, plan, nil)
-	if !all || len(recs) == 0 {
-		return d, nil // the plan's answers cannot all join: measured alone, as without a store
+	if sub != nil {
+		addAlts(sub, unmet)
 	}
-	d.combine = true
-	with := func(recs []*measure.Measurement, f float64) (*estimated, bool) {
-		c := g.Clone()
+	addAlts(w, nil)
+	return out
+}
+
+// leastCombined scores c: ok when its measurement's answers join the
+// stored ones (g) and, combined, meet every answer's target at c's ε (ρ);
+// with search, at the least ε (ρ) that still does, found by bisection
+// over the share of c's information and checked at the plan's own
+// calibration.
+func leastCombined(w *compile.Workload, g *planner.GLS, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
+	with := func(p *planner.Plan, f float64) (*estimated, bool) {
+		recs, all := records(c.w, p, nil)
+		if !all || len(recs) == 0 {
+			return nil, false
+		}
+		cl := g.Clone()
 		for _, r := range recs {
-			if !c.Add(r, f) {
+			if !cl.Add(r, f) {
 				return nil, false
 			}
 		}
-		est, ok := c.Solve()
+		est, ok := cl.Solve()
 		if !ok {
 			return nil, false
 		}
 		return fromEstimate(w, est)
 	}
-	full, ok := with(recs, 1)
-	if !ok {
-		d.combine = false
-		return d, nil
-	}
-	d.after = full
-	if !meets(w, full, d.target, roundingVariance) {
+	full, ok := with(c.plan, 1)
+	if !ok || !meets(w, full, target, roundingVariance) {
 		// Combined, the rounding of the counts would cost more than the
-		// stored measurements add: the new measurement answers alone.
-		d.combine, d.after = false, nil
-		return d, nil
+		// stored measurements add: not a candidate.
+		return nil, false
 	}
-	if w.Cells() > searchCells {
-		return d, nil
+	out := &combined{candidate: c, after: full}
+	if !search {
+		return out, true
 	}
 	// The least share f of the plan's information (its noise variance
-	// scaled by 1/f) that still meets the targets, then the plan at that
-	// ε (ρ), checked with its own calibration.
+	// scaled by 1/f) that still meets the targets.
 	lo, hi := 0.0, 1.0
-	for range 14 {
+	for range 12 {
 		mid := (lo + hi) / 2
-		if es, ok := with(recs, mid); ok && meets(w, es, d.target, roundingVariance) {
+		es, ok := with(c.plan, mid)
+		if ok && meets(w, es, target, roundingVariance) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	o := plan.Options
-	if o.Noise == catalog.Gaussian {
-		o.Rho = math.Max(o.Rho*hi*1.04, RhoRange.Min)
-		if o.Rho >= plan.Options.Rho*0.98 {
-			return d, nil
+	// The plan at that ε (ρ), checked at its own calibration. The discrete
+	// noise's variance is not quite proportional to the scale squared, so
+	// a calibration that misses is raised by the information it lacked.
+	o := c.plan.Options
+	more := func(f float64) { // multiplies the plan's information by f
+		if o.Noise == catalog.Gaussian {
+			o.Rho = math.Max(o.Rho*f, RhoRange.Min)
+		} else {
+			o.Epsilon = math.Max(o.Epsilon*math.Sqrt(f), EpsilonRange.Min)
 		}
-	} else {
-		o.Epsilon = math.Max(o.Epsilon*math.Sqrt(hi)*1.02, EpsilonRange.Min)
-		if o.Epsilon >= plan.Options.Epsilon*0.98 {
-			return d, nil
+	}
+	more(hi * 1.01)
+	for range 6 {
+		if o.Rho >= c.plan.Options.Rho*0.98 && o.Epsilon >= c.plan.Options.Epsilon*0.98 {
+			return out, true // hardly cheaper: the plan as it is
 		}
+		p2, err := c.plan.Recalibrated(o)
+		if err != nil {
+			return out, true
+		}
+		if es2, ok := with(p2, 1); ok && meets(w, es2, target, roundingVariance) {
+			c.plan = p2
+			return &combined{candidate: c, after: es2}, true
+		}
+		// One noise: p2 has the share v/v₂ of the plan's information and
+		// needed hi. Several: 3% more.
+		f := 1.03
+		if v, v2 := c.plan.NoiseVariance, p2.NoiseVariance; v > 0 && v2 > 0 {
+			f = math.Max(1.005, hi*v2/v*1.005)
+		}
+		more(f)
 	}
-	p2, err := e.choose(w, o)
-	if err != nil {
-		return d, nil // the full plan does
-	}
-	recs2, all2 := records(w, p2, nil)
-	if !all2 {
-		return d, nil
-	}
-	es2, ok := with(recs2, 1)
-	if !ok || !meets(w, es2, d.target, roundingVariance) {
-		return d, nil
-	}
-	d.plan, d.cost, d.after = p2, budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}, es2
-	return d, nil
+	return out, true
 }
 
 // derive answers a batch from stored measurements alone: a zero-cost
@@ -574,10 +787,10 @@ func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCo
 		return fmt.Sprintf("%.4g..%.4g", lo, hi)
 	}
 	for q := range w.Queries {
-		if d.before != nil {
+		if d.before != nil && d.before.vars[q] != nil {
 			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), sdRange(q, func(a, g int) float64 { return d.before.vars[q][a][g] }))
 		} else if joined > 0 {
-			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), "not derivable (they do not determine every answer)")
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), "not derivable (they do not determine every answer of this query)")
 		}
 		add(fmt.Sprintf("stderr asked query %d", q+1), sdRange(q, func(a, g int) float64 { return d.target(q, a, g) }))
 	}
@@ -593,7 +806,10 @@ func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCo
 	}
 	if d.combine {
 		add("derivable from stored measurements", "no: some answer misses the accuracy asked")
-		add("would measure", fmt.Sprintf("%s at %s, the least that meets the accuracy combined with the stored measurements", d.plan.Name, at))
+		for _, c := range d.considered {
+			add("considered given stored: "+c.what(), fmt.Sprintf("%s needed to meet the accuracy combined", c.at()))
+		}
+		add("would measure", fmt.Sprintf("%s at %s, the cheapest candidate that meets the accuracy combined with the stored measurements", d.pick.what(), at))
 		for q := range w.Queries {
 			add(fmt.Sprintf("stderr after query %d", q+1), sdRange(q, func(a, g int) float64 { return d.after.vars[q][a][g] }))
 		}

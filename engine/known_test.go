@@ -119,7 +119,7 @@ func TestSpendOnlyOnWhatIsNew(t *testing.T) {
 	s := session("analyst", map[string]any{"dp_epsilon": 1.0})
 	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
 	ex := fmt.Sprint(f.answer(t, s, "EXPLAIN SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex").AllRows())
-	for _, want := range []string{"derivable from stored measurements no", "the least that meets the accuracy combined with the stored measurements", "stderr after query 1"} {
+	for _, want := range []string{"derivable from stored measurements no", "the cheapest candidate that meets the accuracy combined with the stored measurements", "stderr after query 1"} {
 		if !strings.Contains(ex, want) {
 			t.Fatalf("EXPLAIN lacks %q:\n%s", want, ex)
 		}
@@ -159,6 +159,58 @@ func TestSpendOnlyOnWhatIsNew(t *testing.T) {
 	f.answer(t, session("analyst", vars), q)
 	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
 		t.Fatalf("%s: %+v", q, e)
+	}
+}
+
+// TestMeasureOnlyWhatIsNotKnown: in a batch whose first query the stored
+// measurements already answer within its accuracy, the new measurement is
+// of the other query alone, at the least ε that meets its accuracy
+// combined: half the session's ε here, where the batch's own plan (one
+// noise over both GROUP BYs, sensitivity 2) needs all of it. Both answers
+// come from one estimate, and with zero noise equal the truth.
+func TestMeasureOnlyWhatIsNotKnown(t *testing.T) {
+	f := newFixtureCatalog(t, wholeKnownCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	batch := []string{"SELECT age, COUNT(*) FROM adult GROUP BY age", "SELECT sex, COUNT(*) FROM adult GROUP BY sex"}
+	ctx := context.Background()
+	rs, err := f.eng.Answer(ctx, s, []string{"EXPLAIN " + batch[0], "EXPLAIN " + batch[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := fmt.Sprint(rs[0].AllRows())
+	for _, want := range []string{"for query 2 only", "would measure", "stderr after query 2"} {
+		if !strings.Contains(ex, want) {
+			t.Fatalf("EXPLAIN lacks %q:\n%s", want, ex)
+		}
+	}
+	ci := []string{
+		"SELECT age, DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult GROUP BY age",
+		"SELECT sex, DP_CI_LOW(COUNT(*)), DP_CI_HIGH(COUNT(*)) FROM adult GROUP BY sex",
+	}
+	rs, err = f.eng.Answer(ctx, s, ci)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := lastEntry(t, f)
+	if e.Kind != budget.KindCharge || e.Cost.Epsilon > 0.55 || e.Cost.Epsilon < 0.45 || !strings.Contains(e.Strategy, "for query 2 only; answered with generalised least squares over stored measurements 1") {
+		t.Fatalf("batch: %+v", e)
+	}
+	// One estimate: the ages (NULL in a cell) and the sexes (NULL and
+	// others in cells) both count every row, and sum to one total.
+	sum := func(r *Result) float64 {
+		total := 0.0
+		for i := 0; i < r.Len(); i++ {
+			total += (num(t, r, i, 1) + num(t, r, i, 2)) / 2
+		}
+		return total
+	}
+	if a, b := sum(rs[0]), sum(rs[1]); math.Abs(a-b) > 1e-3*float64(rs[0].Len()) {
+		t.Fatalf("ages sum to %g, sexes to %g", a, b)
+	}
+	if err := f.ledger.Verify(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -241,5 +293,39 @@ func TestDerivedRepeatIsStoredAnswer(t *testing.T) {
 	es := f.entries(t)
 	if e := es[len(es)-1]; e.Kind != budget.KindReuse {
 		t.Fatalf("repeat: %+v", e)
+	}
+}
+
+// TestMarginalBlocksAreStored: a batch measured as a union of marginal
+// blocks stores each block; a later count over one block's column is
+// derived from them, free, within five standard errors of the truth.
+// (Columns that keep their NULLs in a cell, so that a block over one
+// column of the batch is the same column a later batch reads.)
+func TestMarginalBlocksAreStored(t *testing.T) {
+	f := newFixtureCatalog(t, wholeKnownCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	batch := []string{
+		"SELECT age, COUNT(*) FROM adult GROUP BY age",
+		"SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+	}
+	if _, err := f.eng.Answer(context.Background(), s, batch); err != nil {
+		t.Fatal(err)
+	}
+	if e := lastEntry(t, f); e.Kind != budget.KindCharge || !strings.Contains(e.Strategy, "marginals") {
+		t.Fatalf("batch: %+v", e)
+	}
+	vars["dp_max_stderr"] = 10.0
+	const q = "SELECT COUNT(*), DP_STDERR(COUNT(*)) FROM adult WHERE age BETWEEN 30 AND 40"
+	r := f.answer(t, s, q)
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("range: %+v", e)
+	}
+	truth := float64(sqlCount(t, f.data, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40"))
+	if got, se := num(t, r, 0, 0), num(t, r, 0, 1); math.Abs(got-truth) > 5*se || se <= 0 {
+		t.Fatalf("derived %g ± %g, truth %g", got, se, truth)
+	}
+	if err := f.ledger.Verify(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -717,6 +717,10 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return nil, err
 		}
 	}
+	// variance is the planned expected squared error of aggregate a of
+	// query q in plain group g (cells group): the plan's, or the
+	// combination's when stored measurements are combined with it.
+	variance := func(q, a, g int, group []int) float64 { return plan.Variance(q, a, group) }
 	if selEps == 0 {
 		d, err := e.decide(ctx, s, t, w, opt, cost, plan)
 		if err != nil {
@@ -742,6 +746,9 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			return res, nil
 		}
 		plan = d.plan
+		if d.combine {
+			variance = func(q, a, g int, _ []int) float64 { return d.after.vars[q][a][g] }
+		}
 	}
 	add("strategy", plan.Name)
 	if t.Unit == nil {
@@ -819,7 +826,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 							continue
 						}
 						qu.GroupCells(w, g, group)
-						sd := math.Sqrt(plan.Variance(q, a, group))
+						sd := math.Sqrt(variance(q, a, g, group))
 						lo, hi = math.Min(lo, sd), math.Max(hi, sd)
 					}
 					if l, ls, ok := onSupport(qu.Aggregates[a], sizes); ok {
@@ -850,7 +857,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 						for g := 0; g < qu.Groups(w); g++ {
 							if qu.IsLive(a, g) {
 								qu.GroupCells(w, g, group)
-								sd := math.Sqrt(plan.Variance(q, a, group))
+								sd := math.Sqrt(variance(q, a, g, group))
 								lo, hi = math.Min(lo, sd), math.Max(hi, sd)
 							}
 						}

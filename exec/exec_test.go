@@ -192,7 +192,7 @@ func TestMarginalRoundTripWithoutNoise(t *testing.T) {
 			t.Fatalf("%s: chose %s, want a marginal plan", opt.Noise, p.Name)
 		}
 		x := histogram(w.Cells())
-		est, err := measureMarginal(p, countsFromProduct(p, x), func(*planner.MarginalBlock) int64 { return 0 })
+		est, _, err := measureMarginal(p, countsFromProduct(p, x), func(*planner.MarginalBlock) int64 { return 0 })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +375,7 @@ func TestMarginalRefusesUndercalibratedPlan(t *testing.T) {
 		}),
 	} {
 		drew := false
-		_, err := measureMarginal(bad, countsFromProduct(bad, x), func(*planner.MarginalBlock) int64 { drew = true; return 0 })
+		_, _, err := measureMarginal(bad, countsFromProduct(bad, x), func(*planner.MarginalBlock) int64 { drew = true; return 0 })
 		if err == nil || drew {
 			t.Errorf("%s: measured (err %v, drew %v)", name, err, drew)
 		}
@@ -455,7 +455,7 @@ func TestFetchCountsOnlyTheMarginals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		est, err := measureMarginal(p, c, func(*planner.MarginalBlock) int64 { return 0 })
+		est, _, err := measureMarginal(p, c, func(*planner.MarginalBlock) int64 { return 0 })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,14 +135,16 @@ func marginalTables(p *planner.Plan, c *Counts) ([][]float64, error) {
 }
 
 // measureMarginal measures a Marginal plan's blocks and returns, per
-// query, the estimate of the marginal on its support (support(w, q)).
-func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, error) {
+// query, the estimate of the marginal on its support (support(w, q)), and
+// per block the released vector itself (row-major over the block's
+// columns: m_S + Z, or the residual (⊗(n_j·I − J))·m_S + Z).
+func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) (est, released [][]float64, err error) {
 	if err := checkBlocks(p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tables, err := marginalTables(p, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w := p.Workload
 	sizes := w.Sizes()
@@ -167,7 +169,7 @@ func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, e
 		pi := float64(len(m))
 		v := b.NoiseVariance
 		if !(v > 0) {
-			return nil, fmt.Errorf("exec: block over %v has noise variance %v", b.Cols, v)
+			return nil, nil, fmt.Errorf("exec: block over %v has noise variance %v", b.Cols, v)
 		}
 		if b.Residual {
 			yi := make([]int64, len(m))
@@ -181,6 +183,7 @@ func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, e
 			for i, x := range yi {
 				y[i] = float64(addClamp(x, draw(b)))
 			}
+			released = append(released, slices.Clone(y))
 			for j := range bs {
 				y = centreScale(y, bs, j)
 			}
@@ -195,6 +198,7 @@ func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, e
 		for i, x := range m {
 			y[i] = float64(addClamp(int64(x), draw(b)))
 		}
+		released = append(released, y)
 		eachSubset(b.Cols, func(t []int) {
 			s := sumTo(y, b.Cols, sizes, t)
 			ts := subSizes(sizes, t)
@@ -223,7 +227,7 @@ func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) ([][]float64, e
 		})
 		out[q] = est
 	}
-	return out, nil
+	return out, released, nil
 }
 
 // eachSubset calls f with every subset of cols (ascending), cols included.

@@ -24,6 +24,10 @@ type Answers struct {
 	// over the factors' rows (what the measurement store keeps); nil for
 	// other plans, whose released values are Values.
 	Raw []float64
+	// Blocks are a Marginal plan's released blocks, one per
+	// Plan.Marginals.Blocks entry, row-major over the block's columns
+	// (the residual blocks before centring).
+	Blocks [][]float64
 }
 
 // Measure runs plan p on histogram x, the counts over the product domain
@@ -147,7 +151,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 			ans.Variance = append(ans.Variance, vars)
 		}
 	case planner.Marginal:
-		est, err := measureMarginal(p, c, func(b *planner.MarginalBlock) int64 {
+		est, released, err := measureMarginal(p, c, func(b *planner.MarginalBlock) int64 {
 			if p.Options.Noise == catalog.Gaussian {
 				return r.DiscreteGaussian(b.NoiseNum, b.NoiseDen)
 			}
@@ -156,6 +160,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 		if err != nil {
 			return nil, err
 		}
+		ans.Blocks = released
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
 			cols := support(w, qu)

@@ -5,6 +5,9 @@ import (
 	"math"
 
 	"github.com/dpproxy/dpproxy/measure"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -13,11 +16,6 @@ import (
 // own columns (never the table's product domain), so a batch over more
 // cells is measured as if nothing were stored.
 const MaxKnownCells = 1024
-
-// maxEigenCells bounds the domain on which a rank-deficient system is
-// solved by eigendecomposition (what the stored measurements identify
-// when they do not identify every cell).
-const maxEigenCells = 256
 
 // GLS accumulates the information stored measurements carry about the
 // histogram x over a batch's columns S, for the generalised
@@ -340,57 +338,95 @@ func kron(a []float64, b []float64, n int) []float64 {
 // columns and its covariance, with the directions the measurements do not
 // identify.
 type Estimate struct {
-	X     []float64
-	Cov   *mat.SymDense
-	null  []*mat.VecDense // a basis of J's null space (empty when J is invertible)
-	scale float64         // J's largest eigenvalue, for the identifiability tolerance
-	Used  []int64
+	X   []float64
+	Cov *mat.SymDense
+	// null is a basis (unit vectors) of J's null space within the
+	// identifiability tolerance: empty when J is invertible.
+	null []*mat.VecDense
+	Used []int64
 }
 
+// identifiability is the tolerance below which a pivot of J, relative to
+// its largest diagonal entry per cell, counts as no information: an
+// answer in such a direction would have a variance 10¹¹ times the best
+// measured cell's, and is called not identified.
+const identifiability = 1e-11
+
 // Solve returns the estimate; ok is false when the system has no
-// information, or is singular over more than maxEigenCells cells.
+// information.
+//
+// J is factored by Cholesky with complete pivoting, PᵀJP = UᵀU with U's
+// first r rows [U₁₁ U₁₂] non-zero (r the rank within the tolerance).
+// G = P·[(U₁₁ᵀU₁₁)⁻¹ 0; 0 0]·Pᵀ is a generalised inverse of J (JGJ = J),
+// so for every w in J's range (every identified answer) wᵀGb is the GLS
+// estimate and wᵀGw its exact variance, whichever generalised inverse is
+// used; the null space is P·[−U₁₁⁻¹U₁₂; I]. One factorisation, O(n³/3),
+// whether or not the measurements identify every cell.
 func (g *GLS) Solve() (*Estimate, bool) {
 	if g.Empty() {
 		return nil, false
 	}
-	est := &Estimate{Used: g.Used}
-	var chol mat.Cholesky
-	if chol.Factorize(g.j) {
-		cov := mat.NewSymDense(g.n, nil)
-		if err := chol.InverseTo(cov); err == nil && chol.Cond() < 1e12 {
-			est.Cov = cov
-			est.X = mulSym(cov, g.b)
-			return est, true
-		}
-	}
-	if g.n > maxEigenCells {
-		return nil, false
-	}
-	var eig mat.EigenSym
-	if !eig.Factorize(g.j, true) {
-		return nil, false
-	}
-	vals := eig.Values(nil)
-	var vecs mat.Dense
-	eig.VectorsTo(&vecs)
+	n := g.n
+	raw := g.j.RawSymmetric()
+	data := make([]float64, n*n)
 	top := 0.0
-	for _, v := range vals {
-		top = math.Max(top, v)
+	for i := 0; i < n; i++ {
+		copy(data[i*n+i:(i+1)*n], raw.Data[i*raw.Stride+i:i*raw.Stride+n])
+		top = math.Max(top, data[i*n+i])
 	}
-	if top <= 0 {
+	if !(top > 0) {
 		return nil, false
 	}
-	tol := top * float64(g.n) * 1e-11
-	cov := mat.NewSymDense(g.n, nil)
-	for k, v := range vals {
-		col := mat.VecDenseCopyOf(vecs.ColView(k))
-		if v <= tol {
-			est.null = append(est.null, col)
-			continue
-		}
-		cov.SymRankOne(cov, 1/v, col)
+	piv := make([]int, n)
+	u, r, _ := lapack64.Pstrf(blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: n, Data: data}, piv, top*float64(n)*identifiability, make([]float64, 2*n))
+	if r == 0 {
+		return nil, false
 	}
-	est.Cov, est.X, est.scale = cov, mulSym(cov, g.b), top
+	// U₁₁⁻¹ (r × r, upper).
+	u11 := mat.NewTriDense(r, mat.Upper, nil)
+	for i := 0; i < r; i++ {
+		for k := i; k < r; k++ {
+			u11.SetTri(i, k, u.Data[i*u.Stride+k])
+		}
+	}
+	var inv mat.TriDense
+	if err := inv.InverseTri(u11); err != nil {
+		return nil, false
+	}
+	var g11 mat.SymDense // (U₁₁ᵀU₁₁)⁻¹ = U₁₁⁻¹U₁₁⁻ᵀ
+	g11.SymOuterK(1, &inv)
+	est := &Estimate{Used: g.Used, Cov: mat.NewSymDense(n, nil), X: make([]float64, n)}
+	for k := 0; k < r; k++ {
+		for l := k; l < r; l++ {
+			est.Cov.SetSym(piv[k], piv[l], g11.At(k, l))
+		}
+	}
+	for k := 0; k < r; k++ {
+		x := 0.0
+		for l := 0; l < r; l++ {
+			x += g11.At(k, l) * g.b[piv[l]]
+		}
+		est.X[piv[k]] = x
+	}
+	if r < n {
+		u12 := mat.NewDense(r, n-r, nil)
+		for i := 0; i < r; i++ {
+			for k := r; k < n; k++ {
+				u12.Set(i, k-r, u.Data[i*u.Stride+k])
+			}
+		}
+		var m mat.Dense // U₁₁⁻¹U₁₂
+		m.Mul(&inv, u12)
+		for z := 0; z < n-r; z++ {
+			v := mat.NewVecDense(n, nil)
+			for k := 0; k < r; k++ {
+				v.SetVec(piv[k], -m.At(k, z))
+			}
+			v.SetVec(piv[r+z], 1)
+			v.ScaleVec(1/mat.Norm(v, 2), v)
+			est.null = append(est.null, v)
+		}
+	}
 	return est, true
 }
 

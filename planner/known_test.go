@@ -289,3 +289,107 @@ func TestGLSMarginalisedCovarianceMatchesDense(t *testing.T) {
 		}
 	}
 }
+
+// TestGLSRankDeficientMatchesPseudoInverse: on a 20 × 15 domain (300
+// cells, past what an eigendecomposition-only solve took) whose
+// measurements identify the marginal over a and one random direction of b
+// per cell of a, every identified answer's estimate and variance equal
+// the dense pseudo-inverse's (wᵀJ⁺b, wᵀJ⁺w) to 1e-9 relative, and an
+// answer outside J's range is called not identified.
+func TestGLSRankDeficientMatchesPseudoInverse(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	a := measure.Column{Name: "a", Def: "da", Size: 20, Whole: true}
+	b := measure.Column{Name: "b", Def: "db", Size: 15, Whole: true}
+	row := make([]float64, 15)
+	for i := range row {
+		row[i] = float64(r.IntN(5))
+	}
+	ms := []*measure.Measurement{
+		{ID: 1, Columns: []measure.Column{a}, Factors: [][]float64{nil}, Rows: []int{20}, Variance: 2},
+		{ID: 2, Columns: []measure.Column{a, b}, Factors: [][]float64{nil, row}, Rows: []int{20, 1}, Variance: 3},
+	}
+	const n = 300
+	// Dense J and b from random answers.
+	jd := mat.NewDense(n, n, nil)
+	bd := mat.NewVecDense(n, nil)
+	g, _ := NewGLS([]measure.Column{a, b})
+	for _, m := range ms {
+		m.Answers = make([]float64, m.Cells())
+		for i := range m.Answers {
+			m.Answers[i] = r.NormFloat64() * 10
+		}
+		if !g.Add(m, 1) {
+			t.Fatalf("measurement %d did not join", m.ID)
+		}
+		d := denseOf(m)
+		rows, cols := d.Dims()
+		lift := mat.NewDense(rows, n, nil)
+		for s := 0; s < n; s++ {
+			col := s
+			if cols == 20 {
+				col = s / 15
+			}
+			for i := 0; i < rows; i++ {
+				lift.Set(i, s, d.At(i, col))
+			}
+		}
+		var ata mat.Dense
+		ata.Mul(lift.T(), lift)
+		ata.Scale(1/m.Variance, &ata)
+		jd.Add(jd, &ata)
+		var aty mat.VecDense
+		aty.MulVec(lift.T(), mat.NewVecDense(rows, m.Answers))
+		aty.ScaleVec(1/m.Variance, &aty)
+		bd.AddVec(bd, &aty)
+	}
+	est, ok := g.Solve()
+	if !ok {
+		t.Fatal("not solved")
+	}
+	var svd mat.SVD
+	if !svd.Factorize(jd, mat.SVDFull) {
+		t.Fatal("svd")
+	}
+	vals := svd.Values(nil)
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	pinv := mat.NewDense(n, n, nil)
+	for k, s := range vals {
+		if s > vals[0]*1e-10 {
+			var outer mat.Dense
+			outer.Outer(1/s, v.ColView(k), u.ColView(k))
+			pinv.Add(pinv, &outer)
+		}
+	}
+	var xd mat.VecDense
+	xd.MulVec(pinv, bd)
+	cells := make([]int, n)
+	for i := range cells {
+		cells[i] = i
+	}
+	for trial := 0; trial < 20; trial++ {
+		// An identified answer: w = J·z.
+		z := mat.NewVecDense(n, nil)
+		for i := 0; i < n; i++ {
+			z.SetVec(i, r.NormFloat64())
+		}
+		var w mat.VecDense
+		w.MulVec(jd, z)
+		ws := w.RawVector().Data
+		val, variance, ok := est.Answer(cells, ws)
+		if !ok {
+			t.Fatalf("trial %d: identified answer called not identified", trial)
+		}
+		var pw mat.VecDense
+		pw.MulVec(pinv, &w)
+		wantVal, wantVar := mat.Dot(&w, &xd), mat.Dot(&w, &pw)
+		if math.Abs(val-wantVal) > 1e-9*math.Max(1, math.Abs(wantVal)) || math.Abs(variance-wantVar) > 1e-9*wantVar {
+			t.Fatalf("trial %d: %g ± %g, pseudo-inverse %g ± %g", trial, val, variance, wantVal, wantVar)
+		}
+		// A single cell is not identified.
+		if _, _, ok := est.Answer([]int{trial}, []float64{1}); ok {
+			t.Fatalf("cell %d called identified", trial)
+		}
+	}
+}

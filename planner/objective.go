@@ -351,7 +351,7 @@ func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (
 		} else {
 			o.Epsilon *= ratio
 		}
-		if cur, err = p.recalibrated(o); err != nil {
+		if cur, err = p.Recalibrated(o); err != nil {
 			return nil, err
 		}
 		sd = math.Sqrt(cur.MaxVariance)
@@ -362,9 +362,9 @@ func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (
 	return cur, nil
 }
 
-// recalibrated is p's strategy with noise calibrated for o (same noise
+// Recalibrated is p's strategy with noise calibrated for o (same noise
 // family, another ε or ρ).
-func (p *Plan) recalibrated(o Options) (*Plan, error) {
+func (p *Plan) Recalibrated(o Options) (*Plan, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}

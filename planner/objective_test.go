@@ -167,7 +167,7 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 		t.Logf("%s: target %v costs %.4g (max-variance %s) vs %.4g (total-error %s)", fam, target, cost(pt), pt.Name, cost(ptot), ptot.Name)
 	}
 	// A split-noise plan (COUNT beside a SUM of incomes, fair objective)
-	// recalibrated to another ε: every aggregate's share and noise follow.
+	// Recalibrated to another ε: every aggregate's share and noise follow.
 	w = compileQueries(t, tab, &parser.Query{Select: []parser.SelectItem{{Agg: parser.AggCount}, {Agg: parser.AggSum, Column: "income"}}})
 	// (A small ε keeps the noise far from the discrete regime, where
 	// variance is not proportional to the scale squared. Gaussian noise
@@ -182,7 +182,7 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 		}
 		o := opt
 		o.Epsilon, o.Rho = 4*opt.Epsilon, 16*opt.Rho // the noise scale divided by 4 either way
-		r, err := p.recalibrated(o)
+		r, err := p.Recalibrated(o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -248,6 +248,33 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 // finalist with the least largest variance, and the per-aggregate largest
 // variances of the weighted optimum, which steer chooseMinMax.
 func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64) (*Plan, [][]float64, error) {
+	p, per, _, err := pl.chooseWith(w, opt, weights, 0)
+	return p, per, err
+}
+
+// Alternatives returns up to k plans for w under opt, best first by the
+// weighted objective of Choose's first pass: the candidates it ranks
+// highest, each built and calibrated at opt. (With ObjectiveMaxVariance,
+// Choose reweights further, so its plan need not be among them.) They
+// serve a caller that ranks strategies by another criterion: the engine
+// ranks them by the least ε at which, combined with stored measurements,
+// they meet the batch's accuracy.
+func (pl *Planner) Alternatives(w *compile.Workload, opt Options, k int) ([]*Plan, error) {
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	_, _, alts, err := pl.chooseWith(w, opt.Calibration(), nil, k)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range alts {
+		p.Options = opt
+	}
+	return alts, nil
+}
+
+// chooseWith is choose, also building the k best candidates as plans.
+func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]float64, k int) (*Plan, [][]float64, []*Plan, error) {
 	deadline := time.Now().Add(pl.budget())
 	s := newSpace(w)
 	if weights == nil {
@@ -374,7 +401,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 					}
 					o, _, err := pl.optimised(g, opt.Noise, dl)
 					if err != nil {
-						return nil, nil, err
+						return nil, nil, nil, err
 					}
 					if o == nil || o.classOf != nil && !constantOnClasses(s.cols[j].vecs, o.classOf, o.cs.gramFactor.RawMatrix().Cols) {
 						continue
@@ -422,12 +449,22 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 	if finish == nil {
 		if wide {
 			_, cells := s.queryTables()
-			return nil, nil, &CellsError{Cells: cells, Limit: maxCells}
+			return nil, nil, nil, &CellsError{Cells: cells, Limit: maxCells}
 		}
 		if tooSmall {
-			return nil, nil, ErrScale
+			return nil, nil, nil, ErrScale
 		}
-		return nil, nil, fmt.Errorf("planner: no strategy answers this workload")
+		return nil, nil, nil, fmt.Errorf("planner: no strategy answers this workload")
+	}
+	var alts []*Plan
+	for i := range best.Candidates[:min(len(best.Candidates), k)] {
+		c := best.Candidates[i]
+		p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, Candidates: best.Candidates}
+		if err := applies[c.Name](p); err != nil {
+			return nil, nil, nil, err
+		}
+		p.MaxVariance = maxVariance(p)
+		alts = append(alts, p)
 	}
 	if opt.Objective == ObjectiveMaxVariance {
 		// The weighted total is a proxy for the largest variance: among the
@@ -438,7 +475,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			c := &best.Candidates[i]
 			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name}
 			if err := applies[c.Name](p); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			per := aggregateMaxVariances(p)
 			if i == 0 {
@@ -455,10 +492,10 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			}
 		}
 		winner.Candidates = best.Candidates
-		return winner, proxy, nil
+		return winner, proxy, alts, nil
 	}
 	if err := finish(best); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	best.MaxVariance = maxVariance(best)
 	for i := range best.Candidates {
@@ -466,7 +503,7 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 			best.Candidates[i].MaxVariance = best.MaxVariance
 		}
 	}
-	return best, nil, nil
+	return best, nil, alts, nil
 }
 
 // maxVarianceFinalists is how many of the best candidates by weighted
