@@ -391,7 +391,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 				joined = joined && g.Add(r, 1)
 			}
 			if est, ok := g.Solve(); ok && joined {
-				combined, _ = fromEstimate(w, est)
+				combined, _ = fromEstimate(w, est, d.lift)
 			}
 			if combined == nil {
 				// Planned to combine, so the plan alone may miss the

@@ -71,10 +71,38 @@ func tableDef(t *catalog.Table) string {
 func measureColumns(w *compile.Workload) []measure.Column {
 	out := make([]measure.Column, len(w.Columns))
 	for j, c := range w.Columns {
+		base := *c
+		base.DroppedCell = false
 		out[j] = measure.Column{Name: c.Name, Def: digestString(fmt.Sprintf("%+v", *c)), Size: c.Size(),
-			Whole: !c.Drops() || c.DroppedCellIndex() >= 0}
+			Whole: !c.Drops() || c.DroppedCellIndex() >= 0, Base: digestString(fmt.Sprintf("%+v", base)), DroppedCell: c.DroppedCellIndex() >= 0}
 	}
 	return out
+}
+
+// withDroppedCells is cols with every column that drops rows replaced by
+// its copy with a dropped cell when some stored measurement has that copy
+// (measured in a batch where some query did not read it): the batch's
+// histogram is then estimated over the larger domain, the dropped cell a
+// nuisance no answer reads, so those measurements join. lifted reports
+// whether any column was replaced.
+func withDroppedCells(cols []measure.Column, ms []*measure.Measurement) (out []measure.Column, lifted bool) {
+	out = slices.Clone(cols)
+	for j, c := range out {
+		if c.Whole || c.Base == "" {
+			continue
+		}
+	search:
+		for _, m := range ms {
+			for _, mc := range m.Columns {
+				if mc.Name == c.Name && mc.Base == c.Base && mc.DroppedCell && mc.Size == c.Size+1 {
+					out[j] = mc
+					lifted = true
+					break search
+				}
+			}
+		}
+	}
+	return out, lifted
 }
 
 // records describes what plan p measures as stored measurements (with
@@ -258,10 +286,12 @@ type estimated struct {
 
 // fromEstimate answers every aggregate of w from est; ok is false when
 // some answer that is not zero by construction is not identified.
-func fromEstimate(w *compile.Workload, est *planner.Estimate) (*estimated, bool) {
+// lift maps a cell of w's product domain to the estimate's (nil: the
+// same domain; see withDroppedCells).
+func fromEstimate(w *compile.Workload, est *planner.Estimate, lift func(int) int) (*estimated, bool) {
 	out := &estimated{}
 	for q := range w.Queries {
-		vals, vars, ok := queryFromEstimate(w, q, est)
+		vals, vars, ok := queryFromEstimate(w, q, est, lift)
 		if !ok {
 			return nil, false
 		}
@@ -273,7 +303,7 @@ func fromEstimate(w *compile.Workload, est *planner.Estimate) (*estimated, bool)
 // queryFromEstimate answers query q's aggregates from est: per aggregate,
 // per plain group, the value and its exact variance; ok is false when some
 // answer that is not zero by construction is not identified.
-func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate) (vals, vars [][]float64, ok bool) {
+func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, lift func(int) int) (vals, vars [][]float64, ok bool) {
 	sizes := w.Sizes()
 	n := w.Cells()
 	qu := w.Queries[q]
@@ -300,6 +330,9 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate) (vals,
 		for c, x := range d {
 			if x != 0 {
 				g := groupOf[c]
+				if lift != nil {
+					c = lift(c)
+				}
 				cells[g] = append(cells[g], c)
 				ws[g] = append(ws[g], x)
 			}
@@ -385,6 +418,28 @@ type decision struct {
 	// one chosen (nil when not combining).
 	considered []*combined
 	pick       *combined
+	// lift maps the batch's cells to the estimate's, when stored
+	// measurements of columns with a dropped cell made it larger (nil:
+	// the same).
+	lift func(int) int
+}
+
+// liftCells maps a cell of the product domain of sizes to the same cell
+// of the domain of cols, whose columns are the same or have one more
+// (dropped) cell at the end.
+func liftCells(sizes []int, cols []measure.Column) func(int) int {
+	coords := make([]int, len(sizes))
+	return func(c int) int {
+		for j := len(sizes) - 1; j >= 0; j-- {
+			coords[j] = c % sizes[j]
+			c /= sizes[j]
+		}
+		out := 0
+		for j, col := range cols {
+			out = out*col.Size + coords[j]
+		}
+		return out
+	}
 }
 
 // searchCells bounds the domain on which the least ε is searched for
@@ -437,7 +492,11 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	d.stored = len(ms)
-	g, ok := planner.NewGLS(measureColumns(w))
+	cols, lifted := withDroppedCells(measureColumns(w), ms)
+	if lifted {
+		d.lift = liftCells(w.Sizes(), cols)
+	}
+	g, ok := planner.NewGLS(cols)
 	if !ok || len(ms) == 0 {
 		return d, nil
 	}
@@ -458,7 +517,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		d.before = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
 		all := true
 		for q := range w.Queries {
-			vals, vars, ok := queryFromEstimate(w, q, est)
+			vals, vars, ok := queryFromEstimate(w, q, est, d.lift)
 			if !ok {
 				all = false
 				continue
@@ -479,7 +538,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 	// answer's accuracy; the cheapest wins, the batch's own plan on ties.
 	search := w.Cells() <= searchCells
 	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search) {
-		m, ok := leastCombined(w, g, c, d.target, search)
+		m, ok := leastCombined(w, g, d.lift, c, d.target, search)
 		if !ok {
 			continue
 		}
@@ -614,7 +673,7 @@ func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, 
 // with search, at the least ε (ρ) that still does, found by bisection
 // over the share of c's information and checked at the plan's own
 // calibration.
-func leastCombined(w *compile.Workload, g *planner.GLS, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
+func leastCombined(w *compile.Workload, g *planner.GLS, lift func(int) int, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
 	with := func(p *planner.Plan, f float64) (*estimated, bool) {
 		recs, all := records(c.w, p, nil)
 		if !all || len(recs) == 0 {
@@ -630,7 +689,7 @@ func leastCombined(w *compile.Workload, g *planner.GLS, c candidate, target func
 		if !ok {
 			return nil, false
 		}
-		return fromEstimate(w, est)
+		return fromEstimate(w, est, lift)
 	}
 	full, ok := with(c.plan, 1)
 	if !ok || !meets(w, full, target, roundingVariance) {

@@ -20,6 +20,15 @@ type Column struct {
 	// their own): only then does summing a measurement over it give the
 	// counts over its other columns.
 	Whole bool `json:"whole"`
+	// Base is a digest of the column's definition without a dropped cell:
+	// the same for a column and its copy that counts the rows it drops in
+	// a trailing cell (DroppedCell), so that one's measurements can join
+	// the other's (empty in measurements stored before it was kept).
+	Base string `json:"base,omitempty"`
+	// DroppedCell reports whether the last cell counts the rows the
+	// column's policies drop (a batch's copy of a column that some of its
+	// queries do not read).
+	DroppedCell bool `json:"dropped_cell,omitempty"`
 }
 
 // Measurement is one stored release: Answers = (⊗_j Factors[j])·x + Z,

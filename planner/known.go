@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/dpproxy/dpproxy/measure"
 	"gonum.org/v1/gonum/blas"
@@ -75,6 +76,7 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 	if err := m.Check(); err != nil {
 		return false
 	}
+	m = g.embed(m)
 	// Map S's columns to m's.
 	inT := make([]int, len(g.Columns)) // S column -> index in m.Columns, -1 if absent
 	for k, c := range g.Columns {
@@ -160,6 +162,44 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 	}
 	g.Used = append(g.Used, m.ID)
 	return true
+}
+
+// embed returns m with every column that is the plain version of one of
+// S's columns with a dropped cell (same Base, one cell fewer) replaced by
+// S's column, its factor given a zero column for the dropped cell: m saw
+// only the rows the column keeps, which are S's column's other cells.
+func (g *GLS) embed(m *measure.Measurement) *measure.Measurement {
+	var out *measure.Measurement
+	for _, c := range g.Columns {
+		if !c.DroppedCell || c.Base == "" {
+			continue
+		}
+		for i, mc := range m.Columns {
+			if mc.Name != c.Name || mc.DroppedCell || mc.Base != c.Base || mc.Size != c.Size-1 {
+				continue
+			}
+			if out == nil {
+				cp := *m
+				cp.Columns = slices.Clone(m.Columns)
+				cp.Factors = slices.Clone(m.Factors)
+				out = &cp
+			}
+			n, rows := mc.Size, m.Rows[i]
+			f := make([]float64, rows*(n+1))
+			for r := 0; r < rows; r++ {
+				if m.Factors[i] == nil {
+					f[r*(n+1)+r] = 1
+					continue
+				}
+				copy(f[r*(n+1):r*(n+1)+n], m.Factors[i][r*n:(r+1)*n])
+			}
+			out.Columns[i], out.Factors[i] = c, f
+		}
+	}
+	if out == nil {
+		return m
+	}
+	return out
 }
 
 func rowsKept(rows []int, keep []bool) []int {

@@ -393,3 +393,34 @@ func TestGLSRankDeficientMatchesPseudoInverse(t *testing.T) {
 		}
 	}
 }
+
+// TestGLSEmbedsColumnsWithoutTheDroppedCell: a measurement over a column
+// that drops rows joins a system over its copy with a dropped cell, whose
+// extra cell it did not see: its cells are identified (zero noise: equal
+// to the truth), the dropped cell is not.
+func TestGLSEmbedsColumnsWithoutTheDroppedCell(t *testing.T) {
+	plain := measure.Column{Name: "b", Def: "plain", Size: 4, Base: "b", Whole: false}
+	withCell := measure.Column{Name: "b", Def: "cell", Size: 5, Base: "b", Whole: true, DroppedCell: true}
+	m := &measure.Measurement{ID: 1, Columns: []measure.Column{plain}, Factors: [][]float64{nil}, Rows: []int{4}, Variance: 2, Answers: []float64{3, 1, 4, 1}}
+	g, _ := NewGLS([]measure.Column{withCell})
+	if !g.Add(m, 1) {
+		t.Fatal("did not join")
+	}
+	est, ok := g.Solve()
+	if !ok {
+		t.Fatal("not solved")
+	}
+	if v, variance, ok := est.Answer([]int{0, 2}, []float64{1, 1}); !ok || math.Abs(v-7) > 1e-9 || math.Abs(variance-4) > 1e-9 {
+		t.Fatalf("cells 0 and 2: %g ± %g, %v", v, variance, ok)
+	}
+	if _, _, ok := est.Answer([]int{4}, []float64{1}); ok {
+		t.Fatal("the dropped cell called identified")
+	}
+	// The other way round does not join: the measurement saw a cell the
+	// system lacks.
+	g2, _ := NewGLS([]measure.Column{plain})
+	m2 := &measure.Measurement{ID: 2, Columns: []measure.Column{withCell}, Factors: [][]float64{nil}, Rows: []int{5}, Variance: 2}
+	if g2.Add(m2, 1) {
+		t.Fatal("a measurement with the dropped cell joined a system without it")
+	}
+}
