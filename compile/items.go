@@ -594,7 +594,8 @@ func postFunc(name string, a []float64) float64 {
 	return nan
 }
 
-// quantile compiles DP_QUANTILE(c, q) over a numeric column: the prefix
+// quantile compiles DP_QUANTILE(c, q) over a numeric, date or datetime
+// column (a time's value is its bin's start): the prefix
 // workload over c's value cells (the rows whose value is at most each
 // cell's, times the WHERE), which the planner answers near-optimally
 // (hierarchical and optimised prefix strategies); the quantile itself is
@@ -616,8 +617,8 @@ func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	if c == nil {
 		return Item{}, parser.Errorf(parser.CodeBadField, "Unknown column '%s' in 'field list'", si.Column)
 	}
-	if !c.IsNumeric() {
-		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE needs a numeric column; %s is categorical (count its values with SELECT %s, COUNT(*) ... GROUP BY %s)", c.Name, c.Name, c.Name)
+	if !c.IsNumeric() && !c.IsTime() {
+		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE needs a numeric, date or datetime column; %s is categorical (count its values with SELECT %s, COUNT(*) ... GROUP BY %s)", c.Name, c.Name, c.Name)
 	}
 	if si.Bar != parser.BarNone {
 		return Item{}, parser.Errorf(parser.CodeNotSupported, "error bars of DP_QUANTILE and DP_MEDIAN are not supported: EXPLAIN shows the standard errors of the CDF they come from")
@@ -626,13 +627,25 @@ func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	col := qc.w.Columns[j]
 	d := len(qc.w.Columns)
 	it := Item{Kind: ItemQuantile, Quantile: si.Quantile, Arg: c.Name, Plain: -1, ExprKey: -1}
+	if c.IsTime() {
+		// A time's quantile is its bin's start, shown as a DATE or
+		// DATETIME, as a GROUP BY of the column labels its bins.
+		it.LabelType = LabelDatetime
+		if c.DateOnly {
+			it.LabelType = LabelDate
+		}
+	}
 	prefix := make([]float64, col.Size())
 	for k, cell := range col.Cells() {
 		if cell.Kind != catalog.CellBin {
 			continue
 		}
 		prefix[k] = 1
-		it.Values = append(it.Values, col.Midpoint(cell))
+		v := col.Midpoint(cell)
+		if c.IsTime() {
+			v = cell.Lo
+		}
+		it.Values = append(it.Values, v)
 		it.Prefix = append(it.Prefix, qc.addBase(Mul(qc.base, single(d, j, append([]float64(nil), prefix...)))))
 	}
 	it.Null = qc.nullRows(Mul(qc.base, single(d, j, prefix)))

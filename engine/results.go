@@ -103,6 +103,8 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		switch {
 		case it.Kind == compile.ItemGroup:
 			col.Type = labelType(it.LabelType)
+		case it.Kind == compile.ItemQuantile && (it.LabelType == compile.LabelDate || it.LabelType == compile.LabelDatetime):
+			col.Type = labelType(it.LabelType) // a quantile of a date or datetime column
 		case it.Kind == compile.ItemConst:
 			switch it.Const.(type) {
 			case int64:
@@ -291,6 +293,8 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			return Value{}
 		case res.Columns[i].Type == TypeInt64:
 			return Value{Kind: KindInt, Int: int64(x)}
+		case res.Columns[i].Type == TypeDate || res.Columns[i].Type == TypeDatetime:
+			return timeValue(x, res.Columns[i].Type)
 		}
 		return Value{Kind: KindFloat, Float: x}
 	}
@@ -331,6 +335,9 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			}
 		default:
 			c.isInt = res.Columns[i].Type == TypeInt64
+			if typ := res.Columns[i].Type; typ == TypeDate || typ == TypeDatetime {
+				c.time = typ
+			}
 			if rows == nil {
 				c.numbers = keys[i][:out:out] // the kept rows in order: no copy
 				continue

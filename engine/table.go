@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math"
+
+	"github.com/dpproxy/dpproxy/catalog"
 )
 
 // Large results keep their values by column, not as one boxed value per
@@ -75,6 +77,9 @@ type tableColumn struct {
 	stride  int      // > 0: the cell is computed from the row's group
 	numbers []float64
 	isInt   bool
+	// time, when not TypeInt64, shows numbers (Unix seconds) as DATE or
+	// DATETIME strings.
+	time ColumnType
 }
 
 // cell is row i's index into labels.
@@ -99,8 +104,15 @@ func (c *tableColumn) value(i int) Value {
 		return Value{}
 	case c.isInt:
 		return Value{Kind: KindInt, Int: int64(f)}
+	case c.time != TypeInt64:
+		return timeValue(f, c.time)
 	}
 	return Value{Kind: KindFloat, Float: f}
+}
+
+// timeValue shows Unix seconds as a DATE or DATETIME string (UTC).
+func timeValue(sec float64, typ ColumnType) Value {
+	return Value{Kind: KindString, Str: catalog.FormatTime(int64(math.Floor(sec)), typ == TypeDate)}
 }
 
 func (c *tableColumn) bytes() int64 {
