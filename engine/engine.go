@@ -405,7 +405,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 				}
 			}
 		}
-		e.keep(ctx, t, d, recs, entry.Seq)
+		e.keep(ctx, t, d.version, recs, entry.Seq)
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {
 			if combined != nil {

@@ -40,6 +40,27 @@ import (
 // of marginal blocks, and direct plans of other aggregates, are measured
 // and answered as before, and not stored.
 
+// measurementVersion is the data version t's measurements are kept and
+// combined under; "" when none are: the table opts out, the source cannot
+// tell when its data changes, or the table is bounded per cell
+// (max_groups, max_rows_per_group), which truncates each histogram for
+// its own cells, so that measurements over other column sets are of other
+// tables. Read before the histogram is built.
+func (e *Engine) measurementVersion(ctx context.Context, t *catalog.Table) (string, error) {
+	v, ok := e.hist.(dataVersioner)
+	if e.measures == nil || !ok || t.NoMeasurementReuse || t.Unit.CellBounded() {
+		return "", nil
+	}
+	version, known, err := v.DataVersion(ctx, t)
+	if err != nil {
+		return "", e.internal("data version", err)
+	}
+	if !known {
+		return "", nil
+	}
+	return version, nil
+}
+
 // dataVersioner is what the engine asks a Counter that knows its sources'
 // data versions (sources.Set does).
 type dataVersioner interface {
@@ -471,19 +492,12 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		qu.GroupCells(w, g, group[:len(qu.GroupCols)])
 		return plan.Variance(q, a, group[:len(qu.GroupCols)])
 	}
-	v, ok := e.hist.(dataVersioner)
-	// A table bounded per cell (max_groups, max_rows_per_group) truncates
-	// each histogram for its own cells: measurements over other column
-	// sets are of other tables, and are not combined.
-	if e.measures == nil || !ok || t.NoMeasurementReuse || t.Unit.CellBounded() {
-		return d, nil
-	}
-	version, known, err := v.DataVersion(ctx, t)
+	version, err := e.measurementVersion(ctx, t)
 	if err != nil {
-		return nil, e.internal("data version", err)
+		return nil, err
 	}
-	if !known {
-		return d, nil // a source that cannot tell when its data changes: nothing is kept
+	if version == "" {
+		return d, nil
 	}
 	d.version = version
 	ms, err := e.measures.Load(ctx, t.Name, tableDef(t), version)
@@ -790,8 +804,8 @@ const maxStoredAnswers = 1 << 16
 
 // keep stores what a batch measured, stamped with the charge that paid
 // for it. Storing is best effort: the answers are released either way.
-func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs []*measure.Measurement, seq int64) {
-	if d.version == "" || e.measures == nil || len(recs) == 0 {
+func (e *Engine) keep(ctx context.Context, t *catalog.Table, version string, recs []*measure.Measurement, seq int64) {
+	if version == "" || e.measures == nil || len(recs) == 0 {
 		return
 	}
 	def := tableDef(t)
@@ -800,7 +814,7 @@ func (e *Engine) keep(ctx context.Context, t *catalog.Table, d *decision, recs [
 		if r.Cells() > maxStoredAnswers {
 			continue
 		}
-		r.Table, r.Def, r.Version, r.LedgerSeq = t.Name, def, d.version, seq
+		r.Table, r.Def, r.Version, r.LedgerSeq = t.Name, def, version, seq
 		keep = append(keep, r)
 	}
 	if err := e.measures.Put(ctx, keep); err != nil {

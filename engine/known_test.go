@@ -378,3 +378,22 @@ func TestDroppedCellColumnsJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopKValuesAreStored: a top-k query that shows its counts measures
+// every group's (charged in full, the selected ones shown); the
+// measurement is stored, so a later count of a group not selected is
+// derived from it, free.
+func TestTopKValuesAreStored(t *testing.T) {
+	f := newFixtureCatalog(t, knownCatalog)
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	r := f.answer(t, s, "SELECT education, COUNT(*) AS n FROM adult GROUP BY education ORDER BY n DESC LIMIT 2")
+	if r.Len() != 2 || lastEntry(t, f).Kind != budget.KindCharge {
+		t.Fatalf("top-k: %v, %+v", r.AllRows(), lastEntry(t, f))
+	}
+	vars["dp_max_stderr"] = 20.0
+	f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE education = 'Doctorate'")
+	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
+		t.Fatalf("count after top-k: %+v", e)
+	}
+}

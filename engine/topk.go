@@ -149,6 +149,12 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 			mechanism += "+" + string(opt.Noise)
 			strategy += "; " + plan.Name
 		}
+		var version string // measurements of the values are kept like any
+		if plan != nil {
+			if version, err = e.measurementVersion(ctx, t); err != nil {
+				return nil, err
+			}
+		}
 		x, err := e.hist.Histogram(ctx, t, w.Columns)
 		if err != nil {
 			return nil, e.internal("histogram", err)
@@ -183,6 +189,10 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 				return nil, e.internal("measure", err)
 			}
 			m = measuredFrom(plan, ans, 0)
+			// Every group's value was measured and charged, the selected
+			// ones shown: the measurement is kept whole.
+			recs, _ := records(w, plan, ans)
+			e.keep(ctx, t, version, recs, entry.Seq)
 		}
 		return []*Result{assemble(w, q, m, chosen)}, nil
 	})
