@@ -370,7 +370,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		}
 		strategy := plan.Name
 		if d.combine {
-			strategy = d.pick.what() + "; answered with " + usedText(d.old.Used)
+			strategy = d.pick.what() + "; answered with " + usedText(d.joined)
 		}
 		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
@@ -385,13 +385,8 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		recs, _ := records(d.measured, plan, ans)
 		var combined *estimated
 		if d.combine {
-			g := d.old.Clone()
-			joined := true
-			for _, r := range recs {
-				joined = joined && g.Add(r, 1)
-			}
-			if est, ok := g.Solve(); ok && joined {
-				combined, _ = fromEstimate(w, est, d.lift)
+			if es, _, ok := estimate(w, d.doms, recs, 1); ok {
+				combined = es
 			}
 			if combined == nil {
 				// Planned to combine, so the plan alone may miss the

@@ -305,75 +305,6 @@ type estimated struct {
 	vals, vars [][][]float64
 }
 
-// fromEstimate answers every aggregate of w from est; ok is false when
-// some answer that is not zero by construction is not identified.
-// lift maps a cell of w's product domain to the estimate's (nil: the
-// same domain; see withDroppedCells).
-func fromEstimate(w *compile.Workload, est *planner.Estimate, lift func(int) int) (*estimated, bool) {
-	out := &estimated{}
-	for q := range w.Queries {
-		vals, vars, ok := queryFromEstimate(w, q, est, lift)
-		if !ok {
-			return nil, false
-		}
-		out.vals, out.vars = append(out.vals, vals), append(out.vars, vars)
-	}
-	return out, true
-}
-
-// queryFromEstimate answers query q's aggregates from est: per aggregate,
-// per plain group, the value and its exact variance; ok is false when some
-// answer that is not zero by construction is not identified.
-func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, lift func(int) int) (vals, vars [][]float64, ok bool) {
-	sizes := w.Sizes()
-	n := w.Cells()
-	qu := w.Queries[q]
-	coords := make([]int, len(sizes))
-	// The plain group of every cell.
-	groupOf := make([]int, n)
-	for c := 0; c < n; c++ {
-		r := c
-		for j := len(sizes) - 1; j >= 0; j-- {
-			coords[j] = r % sizes[j]
-			r /= sizes[j]
-		}
-		g := 0
-		for _, j := range qu.GroupCols {
-			g = g*sizes[j] + coords[j]
-		}
-		groupOf[c] = g
-	}
-	groups := qu.Groups(w)
-	for a, agg := range qu.Aggregates {
-		d := planner.Dense(agg, sizes)
-		cells := make([][]int, groups)
-		ws := make([][]float64, groups)
-		for c, x := range d {
-			if x != 0 {
-				g := groupOf[c]
-				if lift != nil {
-					c = lift(c)
-				}
-				cells[g] = append(cells[g], c)
-				ws[g] = append(ws[g], x)
-			}
-		}
-		v, vr := make([]float64, groups), make([]float64, groups)
-		for g := 0; g < groups; g++ {
-			if !qu.IsLive(a, g) || len(cells[g]) == 0 {
-				continue
-			}
-			x, variance, ok := est.Answer(cells[g], ws[g])
-			if !ok {
-				return nil, nil, false
-			}
-			v[g], vr[g] = x, variance
-		}
-		vals, vars = append(vals, v), append(vars, vr)
-	}
-	return vals, vars, true
-}
-
 // measured turns q's estimated answers into what assemble reads, with
 // normal 95% intervals (a combination of several noises).
 func (es *estimated) measured(q int) *measured {
@@ -423,11 +354,11 @@ type decision struct {
 	version string // the data version; "" when measurements are not kept
 	plan    *planner.Plan
 	cost    budget.Cost
-	stored  int          // measurements stored for this table version
-	old     *planner.GLS // the stored measurements that join the batch; nil when none
-	before  *estimated   // answers from them alone, when identified
-	free    *estimated   // set when the batch is answered from them alone
-	used    *planner.Estimate
+	stored  int     // measurements stored for this table version
+	doms    []*domain // the estimation domains, with the stored measurements that join
+	joined  []int64   // the stored measurements that join the batch
+	before  *estimated // answers from them alone (per query, nil where not identified)
+	free    *estimated // set when the batch is answered from them alone
 	combine bool       // answers from old and new measurements together
 	after   *estimated // the combination's answers' variances as planned (values meaningless)
 	target  func(q, a, g int) float64
@@ -439,10 +370,6 @@ type decision struct {
 	// one chosen (nil when not combining).
 	considered []*combined
 	pick       *combined
-	// lift maps the batch's cells to the estimate's, when stored
-	// measurements of columns with a dropped cell made it larger (nil:
-	// the same).
-	lift func(int) int
 }
 
 // liftCells maps a cell of the product domain of sizes to the same cell
@@ -506,53 +433,37 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	d.stored = len(ms)
-	cols, lifted := withDroppedCells(measureColumns(w), ms)
-	if lifted {
-		d.lift = liftCells(w.Sizes(), cols)
-	}
-	g, ok := planner.NewGLS(cols)
+	doms, ok := domainsOf(w, ms)
 	if !ok || len(ms) == 0 {
 		return d, nil
 	}
-	for _, m := range ms {
-		g.Add(m, 1)
-	}
-	if g.Empty() {
+	before, joined, all := estimate(w, doms, nil, 1)
+	if len(joined) == 0 {
 		return d, nil
 	}
-	d.old = g
-	est, solved := g.Solve()
-	if !solved {
-		est = nil
+	d.doms, d.joined, d.before = doms, joined, before
+	margin := 0.0
+	if len(joined) > 1 {
+		margin = roundingVariance
 	}
-	if est != nil {
-		// Per query, what the stored measurements alone give (nil where
-		// they do not identify every answer).
-		d.before = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
-		all := true
-		for q := range w.Queries {
-			vals, vars, ok := queryFromEstimate(w, q, est, d.lift)
-			if !ok {
-				all = false
-				continue
-			}
-			d.before.vals[q], d.before.vars[q] = vals, vars
-		}
-		margin := 0.0
-		if len(est.Used) > 1 {
-			margin = roundingVariance
-		}
-		if all && meets(w, d.before, d.target, margin) {
-			d.free, d.used = d.before, est
-			return d, nil
-		}
+	if all && meets(w, before, d.target, margin) {
+		d.free = before
+		return d, nil
 	}
 	// What to measure: candidate new measurements, each scored by the
 	// least ε (ρ) at which, combined with the stored ones, it meets every
 	// answer's accuracy; the cheapest wins, the batch's own plan on ties.
-	search := w.Cells() <= searchCells
-	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search) {
-		m, ok := leastCombined(w, g, d.lift, c, d.target, search)
+	// The bisection solves each domain's system a dozen times per
+	// candidate (about n³ each): only small domains are searched.
+	work, largest := 0.0, 0
+	for _, dm := range doms {
+		n := dm.cells()
+		work += float64(n) * float64(n) * float64(n)
+		largest = max(largest, n)
+	}
+	search := largest <= searchCells
+	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search, work) {
+		m, ok := leastCombined(w, doms, c, d.target, search)
 		if !ok {
 			continue
 		}
@@ -632,13 +543,12 @@ const (
 // within their targets, the plan
 // for the others alone; and the planner's best alternatives for both,
 // as many as searchWork allows.
-func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, before *estimated, target func(q, a, g int) float64, search bool) []candidate {
+func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, before *estimated, target func(q, a, g int) float64, search bool, work float64) []candidate {
 	out := []candidate{{w: w, plan: plan}}
 	if !search {
 		return out
 	}
-	n := float64(w.Cells())
-	k := int(math.Min(maxCandidates, math.Max(1, searchWork/(n*n*n))))
+	k := int(math.Min(maxCandidates, math.Max(1, searchWork/work)))
 	if k == 1 {
 		return out
 	}
@@ -683,27 +593,18 @@ func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, 
 }
 
 // leastCombined scores c: ok when its measurement's answers join the
-// stored ones (g) and, combined, meet every answer's target at c's ε (ρ);
+// stored ones (in doms) and, combined, meet every answer's target at c's ε (ρ);
 // with search, at the least ε (ρ) that still does, found by bisection
 // over the share of c's information and checked at the plan's own
 // calibration.
-func leastCombined(w *compile.Workload, g *planner.GLS, lift func(int) int, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
+func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
 	with := func(p *planner.Plan, f float64) (*estimated, bool) {
 		recs, all := records(c.w, p, nil)
 		if !all || len(recs) == 0 {
 			return nil, false
 		}
-		cl := g.Clone()
-		for _, r := range recs {
-			if !cl.Add(r, f) {
-				return nil, false
-			}
-		}
-		est, ok := cl.Solve()
-		if !ok {
-			return nil, false
-		}
-		return fromEstimate(w, est, lift)
+		es, _, ok := estimate(w, doms, recs, f)
+		return es, ok
 	}
 	full, ok := with(c.plan, 1)
 	if !ok || !meets(w, full, target, roundingVariance) {
@@ -774,7 +675,7 @@ func leastCombined(w *compile.Workload, g *planner.GLS, lift func(int) int, c ca
 func (e *Engine) derive(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, d *decision, sts []*parser.Statement) ([]*Result, error) {
 	if _, err := e.ledger.Record(ctx, budget.KindDerived, budget.Charge{
 		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
-		Mechanism: "derived", Strategy: usedText(d.used.Used), QueryDigest: digest(sts),
+		Mechanism: "derived", Strategy: usedText(d.joined), QueryDigest: digest(sts),
 	}); err != nil {
 		return nil, e.internal("ledger record", err)
 	}
@@ -828,17 +729,14 @@ func (e *Engine) keep(ctx context.Context, t *catalog.Table, version string, rec
 // stored measurements alone), asked for, and after. setCost updates the
 // explanation's cost when it differs from the session's.
 func explainKnown(w *compile.Workload, d *decision, add func(k, v string), setCost func(budget.Cost)) {
-	joined := 0
-	if d.old != nil {
-		joined = len(d.old.Used)
-	}
+	joined := len(d.joined)
 	switch {
 	case d.version == "":
 		add("stored measurements", "none kept (reuse_measurements: false, or the source cannot tell when its data changes)")
 	case joined == 0:
 		add("stored measurements", fmt.Sprintf("%d for this table and data version; none joins this batch's columns", d.stored))
 	default:
-		add("stored measurements", fmt.Sprintf("%d for this table and data version; %d join this batch's columns: %s", d.stored, joined, strings.TrimPrefix(usedText(d.old.Used), "generalised least squares over stored measurements ")))
+		add("stored measurements", fmt.Sprintf("%d for this table and data version; %d join this batch's columns: %s", d.stored, joined, strings.TrimPrefix(usedText(d.joined), "generalised least squares over stored measurements ")))
 	}
 	sdRange := func(q int, v func(a, g int) float64) string {
 		lo, hi := math.Inf(1), math.Inf(-1)

@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Estimation domains. Stored and new measurements are combined into one
+// generalised least-squares estimate per domain: a set of the batch's
+// columns, dense over their product (at most planner.MaxKnownCells
+// cells). A batch whose product domain is that small is one domain, so
+// all its answers come from one estimate. A larger batch (a dashboard
+// whose panels group by different columns) gets one domain per maximal
+// column set its queries read, each query answered from the first that
+// contains its own: time and memory follow the queries' column sets, not
+// the product. A query reads no column outside its domain, and every
+// batch column a query does not read counts every row (it keeps NULLs in
+// a cell, or is the batch's copy with a dropped cell), so the domain's
+// histogram is the batch's summed over the other columns, and
+// measurements over more columns join it summed over them.
+
+// domain is one estimation domain and the queries answered from it.
+type domain struct {
+	cols    []int            // batch column indexes, ascending
+	mcols   []measure.Column // as the estimate sees them (see withDroppedCells)
+	queries []int
+	g       *planner.GLS // the stored measurements that join
+	lift    func(int) int
+}
+
+// cells is the size of the domain's product.
+func (d *domain) cells() int {
+	n := 1
+	for _, c := range d.mcols {
+		n *= c.Size
+	}
+	return n
+}
+
+// supportOf is the batch columns query q reads: its GROUP BY columns and
+// every column an aggregate's factor depends on.
+func supportOf(w *compile.Workload, q int) []int {
+	qu := w.Queries[q]
+	in := make([]bool, len(w.Columns))
+	for _, j := range qu.GroupCols {
+		in[j] = true
+	}
+	for _, agg := range qu.Aggregates {
+		for _, t := range agg {
+			for j, f := range t.Factors {
+				if f != nil {
+					in[j] = true
+				}
+			}
+		}
+	}
+	var out []int
+	for j, b := range in {
+		if b {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func subset(a, b []int) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// domainsOf splits w into estimation domains holding every stored
+// measurement of ms that joins; ok is false when some query's column set
+// has more than planner.MaxKnownCells cells.
+func domainsOf(w *compile.Workload, ms []*measure.Measurement) ([]*domain, bool) {
+	sizes := w.Sizes()
+	all := make([]int, len(w.Columns))
+	for j := range all {
+		all[j] = j
+	}
+	var sets [][]int
+	if productCells(sizes, all) <= planner.MaxKnownCells {
+		sets = [][]int{all}
+	} else {
+		supports := make([][]int, len(w.Queries))
+		for q := range w.Queries {
+			supports[q] = supportOf(w, q)
+		}
+		for q, s := range supports {
+			maximal := true
+			for r, o := range supports {
+				if r != q && subset(s, o) && (len(o) > len(s) || r < q) {
+					maximal = false // contained in a larger set, or equal to an earlier one
+					break
+				}
+			}
+			if maximal {
+				sets = append(sets, s)
+			}
+		}
+	}
+	cols := measureColumns(w)
+	var out []*domain
+	for _, s := range sets {
+		if productCells(sizes, s) > planner.MaxKnownCells {
+			return nil, false
+		}
+		d := &domain{cols: s}
+		for _, j := range s {
+			d.mcols = append(d.mcols, cols[j])
+		}
+		var lifted bool
+		if d.mcols, lifted = withDroppedCells(d.mcols, ms); lifted {
+			sub := make([]int, len(s))
+			for k, j := range s {
+				sub[k] = sizes[j]
+			}
+			d.lift = liftCells(sub, d.mcols)
+		}
+		g, ok := planner.NewGLS(d.mcols)
+		if !ok {
+			return nil, false
+		}
+		for _, m := range ms {
+			g.Add(m, 1)
+		}
+		d.g = g
+		out = append(out, d)
+	}
+	for q := range w.Queries {
+		s := supportOf(w, q)
+		for _, d := range out {
+			if subset(s, d.cols) {
+				d.queries = append(d.queries, q)
+				break
+			}
+		}
+	}
+	return out, true
+}
+
+func productCells(sizes, cols []int) float64 {
+	n := 1.0
+	for _, j := range cols {
+		n *= float64(sizes[j])
+	}
+	return n
+}
+
+// estimate answers w's queries from each domain's stored measurements and
+// recs (each added at weight f; recs that do not join a domain add
+// nothing to it). A query's answers are nil where its domain does not
+// identify them; all reports whether every query's are identified. used
+// lists the stored measurements that joined.
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64) (es *estimated, used []int64, all bool) {
+	es = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
+	all = true
+	for _, d := range doms {
+		used = append(used, d.g.Used...)
+		g := d.g
+		if len(recs) > 0 {
+			g = g.Clone()
+			for _, r := range recs {
+				g.Add(r, f)
+			}
+		}
+		var est *planner.Estimate
+		if !g.Empty() {
+			est, _ = g.Solve()
+		}
+		for _, q := range d.queries {
+			if est == nil {
+				all = false
+				continue
+			}
+			vals, vars, ok := queryFromEstimate(w, q, est, d)
+			if !ok {
+				all = false
+				continue
+			}
+			es.vals[q], es.vars[q] = vals, vars
+		}
+	}
+	slices.Sort(used)
+	return es, slices.Compact(used), all
+}
+
+// queryFromEstimate answers query q's aggregates from est, the estimate
+// over domain d: per aggregate, per plain group, the value and its exact
+// variance; ok is false when some answer that is not zero by construction
+// is not identified.
+func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *domain) (vals, vars [][]float64, ok bool) {
+	all := w.Sizes()
+	qu := w.Queries[q]
+	sizes := make([]int, len(d.cols))
+	pos := make([]int, len(qu.GroupCols)) // the group columns' positions in d.cols
+	n := 1
+	for k, j := range d.cols {
+		sizes[k] = all[j]
+		n *= all[j]
+	}
+	for i, j := range qu.GroupCols {
+		pos[i] = slices.Index(d.cols, j)
+	}
+	coords := make([]int, len(sizes))
+	groupOf := make([]int, n) // the plain group of every cell
+	for c := 0; c < n; c++ {
+		r := c
+		for k := len(sizes) - 1; k >= 0; k-- {
+			coords[k] = r % sizes[k]
+			r /= sizes[k]
+		}
+		g := 0
+		for i, j := range qu.GroupCols {
+			g = g*all[j] + coords[pos[i]]
+		}
+		groupOf[c] = g
+	}
+	groups := qu.Groups(w)
+	for a, agg := range qu.Aggregates {
+		on := make(compile.Linear, len(agg)) // the aggregate over d's columns
+		for i, t := range agg {
+			nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(d.cols))}
+			for k, j := range d.cols {
+				nt.Factors[k] = t.Factors[j]
+			}
+			on[i] = nt
+		}
+		dense := planner.Dense(on, sizes)
+		cells := make([][]int, groups)
+		ws := make([][]float64, groups)
+		for c, x := range dense {
+			if x != 0 {
+				g := groupOf[c]
+				if d.lift != nil {
+					c = d.lift(c)
+				}
+				cells[g] = append(cells[g], c)
+				ws[g] = append(ws[g], x)
+			}
+		}
+		v, vr := make([]float64, groups), make([]float64, groups)
+		for g := 0; g < groups; g++ {
+			if !qu.IsLive(a, g) || len(cells[g]) == 0 {
+				continue
+			}
+			x, variance, ok := est.Answer(cells[g], ws[g])
+			if !ok {
+				return nil, nil, false
+			}
+			v[g], vr[g] = x, variance
+		}
+		vals, vars = append(vals, v), append(vars, vr)
+	}
+	return vals, vars, true
+}
