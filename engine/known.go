@@ -354,9 +354,9 @@ type decision struct {
 	version string // the data version; "" when measurements are not kept
 	plan    *planner.Plan
 	cost    budget.Cost
-	stored  int     // measurements stored for this table version
-	doms    []*domain // the estimation domains, with the stored measurements that join
-	joined  []int64   // the stored measurements that join the batch
+	stored  int        // measurements stored for this table version
+	doms    []*domain  // the estimation domains, with the stored measurements that join
+	joined  []int64    // the stored measurements that join the batch
 	before  *estimated // answers from them alone (per query, nil where not identified)
 	free    *estimated // set when the batch is answered from them alone
 	combine bool       // answers from old and new measurements together
