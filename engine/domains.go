@@ -28,7 +28,11 @@ type domain struct {
 	mcols   []measure.Column // as the estimate sees them (see withDroppedCells)
 	queries []int
 	g       *planner.GLS // the stored measurements that join
-	lift    func(int) int
+	// lift maps a cell of the product of cols to the system's: the same
+	// cell of a larger domain (a dropped cell), or its class; nil when
+	// the same.
+	lift func(int) int
+	cls  *planner.Classes // nil: the system is over cells
 }
 
 // cells is the size of the domain's product.
@@ -76,9 +80,12 @@ func subset(a, b []int) bool {
 }
 
 // domainsOf splits w into estimation domains holding every stored
-// measurement of ms that joins; ok is false when some query's column set
-// has more than planner.MaxKnownCells cells.
-func domainsOf(w *compile.Workload, ms []*measure.Measurement) ([]*domain, bool) {
+// measurement of ms that joins, ready to join recs (the structure of a
+// new measurement, or nil); ok is false when some domain has more than
+// planner.MaxKnownCells cells even over classes of cells (see
+// planner.Classes: a long column that every measurement, recs and every
+// answer read only in coarser units is solved over those units).
+func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain, bool) {
 	sizes := w.Sizes()
 	all := make([]int, len(w.Columns))
 	for j := range all {
@@ -105,33 +112,9 @@ func domainsOf(w *compile.Workload, ms []*measure.Measurement) ([]*domain, bool)
 			}
 		}
 	}
-	cols := measureColumns(w)
 	var out []*domain
 	for _, s := range sets {
-		if productCells(sizes, s) > planner.MaxKnownCells {
-			return nil, false
-		}
-		d := &domain{cols: s}
-		for _, j := range s {
-			d.mcols = append(d.mcols, cols[j])
-		}
-		var lifted bool
-		if d.mcols, lifted = withDroppedCells(d.mcols, ms); lifted {
-			sub := make([]int, len(s))
-			for k, j := range s {
-				sub[k] = sizes[j]
-			}
-			d.lift = liftCells(sub, d.mcols)
-		}
-		g, ok := planner.NewGLS(d.mcols)
-		if !ok {
-			return nil, false
-		}
-		for _, m := range ms {
-			g.Add(m, 1)
-		}
-		d.g = g
-		out = append(out, d)
+		out = append(out, &domain{cols: s})
 	}
 	for q := range w.Queries {
 		s := supportOf(w, q)
@@ -142,7 +125,110 @@ func domainsOf(w *compile.Workload, ms []*measure.Measurement) ([]*domain, bool)
 			}
 		}
 	}
+	cols := measureColumns(w)
+	for _, d := range out {
+		if !d.build(w, cols, ms, recs) {
+			return nil, false
+		}
+	}
 	return out, true
+}
+
+// build sets up d's system: its columns (with a dropped cell where stored
+// measurements have one, else over classes of cells when that is
+// smaller), and the stored measurements that join.
+func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement) bool {
+	sizes := w.Sizes()
+	sub := make([]int, len(d.cols))
+	for k, j := range d.cols {
+		d.mcols = append(d.mcols, cols[j])
+		sub[k] = sizes[j]
+	}
+	var lifted bool
+	if d.mcols, lifted = withDroppedCells(d.mcols, ms); lifted {
+		d.lift = liftCells(sub, d.mcols)
+	} else if productCells(sub, allOf(len(sub))) > float64(classesAbove) {
+		cls := planner.NewClasses(d.mcols)
+		for _, q := range d.queries {
+			qu := w.Queries[q]
+			for _, j := range qu.GroupCols {
+				cls.SplitAll(slices.Index(d.cols, j))
+			}
+			for _, agg := range qu.Aggregates {
+				for _, t := range agg {
+					for k, j := range d.cols {
+						if f := t.Factors[j]; f != nil {
+							cls.Split(k, f)
+						}
+					}
+				}
+			}
+		}
+		for _, m := range ms {
+			cls.AddMeasurement(m)
+		}
+		for _, m := range recs {
+			cls.AddMeasurement(m)
+		}
+		if cls.Reduces() {
+			d.cls = cls
+			d.mcols = cls.Columns()
+			d.lift = classCells(sub, cls)
+		}
+	}
+	g, ok := planner.NewGLS(d.mcols)
+	if !ok {
+		return false
+	}
+	for _, m := range ms {
+		if m, ok := d.reduce(m); ok {
+			g.Add(m, 1)
+		}
+	}
+	d.g = g
+	return true
+}
+
+// classesAbove is the domain size above which the domain is solved over
+// classes of cells when they are fewer.
+const classesAbove = 256
+
+func allOf(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// reduce is m as d's system sees it: over d's classes of cells, when it
+// has them.
+func (d *domain) reduce(m *measure.Measurement) (*measure.Measurement, bool) {
+	if d.cls == nil {
+		return m, true
+	}
+	return d.cls.Reduce(m)
+}
+
+// classCells maps a cell of the product of sizes to its cell of the
+// product of cls's classes.
+func classCells(sizes []int, cls *planner.Classes) func(int) int {
+	k := make([]int, len(sizes))
+	for j, c := range cls.Columns() {
+		k[j] = c.Size
+	}
+	coords := make([]int, len(sizes))
+	return func(c int) int {
+		for j := len(sizes) - 1; j >= 0; j-- {
+			coords[j] = c % sizes[j]
+			c /= sizes[j]
+		}
+		out := 0
+		for j := range sizes {
+			out = out*k[j] + cls.Class(j, coords[j])
+		}
+		return out
+	}
 }
 
 func productCells(sizes, cols []int) float64 {
@@ -167,7 +253,9 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 		if len(recs) > 0 {
 			g = g.Clone()
 			for _, r := range recs {
-				g.Add(r, f)
+				if r, ok := d.reduce(r); ok {
+					g.Add(r, f)
+				}
 			}
 		}
 		var est *planner.Estimate
@@ -235,11 +323,21 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *dom
 		dense := planner.Dense(on, sizes)
 		cells := make([][]int, groups)
 		ws := make([][]float64, groups)
+		var seen map[[2]int]bool // over classes, each (group, class) once
+		if d.cls != nil {
+			seen = map[[2]int]bool{}
+		}
 		for c, x := range dense {
 			if x != 0 {
 				g := groupOf[c]
 				if d.lift != nil {
 					c = d.lift(c)
+				}
+				if seen != nil {
+					if seen[[2]int{g, c}] {
+						continue
+					}
+					seen[[2]int{g, c}] = true
 				}
 				cells[g] = append(cells[g], c)
 				ws[g] = append(ws[g], x)

@@ -433,7 +433,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		return d, nil
 	}
 	d.stored = len(ms)
-	doms, ok := domainsOf(w, ms)
+	doms, ok := domainsOf(w, ms, nil)
 	if !ok || len(ms) == 0 {
 		return d, nil
 	}
@@ -462,11 +462,25 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 		largest = max(largest, n)
 	}
 	search := largest <= searchCells
+	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
 	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search, work) {
-		m, ok := leastCombined(w, doms, c, d.target, search)
+		cd := doms
+		if classed {
+			// Solved over classes of cells: the candidate's rows refine
+			// them too.
+			recs, all := records(c.w, c.plan, nil)
+			if !all {
+				continue
+			}
+			if cd, ok = domainsOf(w, ms, recs); !ok {
+				continue
+			}
+		}
+		m, ok := leastCombined(w, cd, c, d.target, search)
 		if !ok {
 			continue
 		}
+		m.doms = cd
 		d.considered = append(d.considered, m)
 		if d.pick == nil || m.cheaper(d.pick) {
 			d.pick = m
@@ -475,7 +489,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 	if d.pick == nil {
 		return d, nil // the plan's answers cannot all join: measured alone, as without a store
 	}
-	d.combine, d.plan, d.measured, d.after = true, d.pick.plan, d.pick.w, d.pick.after
+	d.combine, d.plan, d.measured, d.after, d.doms = true, d.pick.plan, d.pick.w, d.pick.after, d.pick.doms
 	if o := d.pick.plan.Options; o.Epsilon != plan.Options.Epsilon || o.Rho != plan.Options.Rho {
 		d.cost = budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}
 	}
@@ -497,6 +511,7 @@ type candidate struct {
 type combined struct {
 	candidate
 	after *estimated
+	doms  []*domain // the estimation domains it was scored in
 }
 
 // what names the candidate's strategy and, when it measures only some of

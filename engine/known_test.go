@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -395,5 +396,55 @@ func TestTopKValuesAreStored(t *testing.T) {
 	f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE education = 'Doctorate'")
 	if e := lastEntry(t, f); e.Kind != budget.KindDerived {
 		t.Fatalf("count after top-k: %+v", e)
+	}
+}
+
+// TestTimeDashboardReuse: over a year of hourly bins (8,760 cells), a
+// daily GROUP BY is stored; a range count and a monthly GROUP BY under a
+// target it meets are derived from it, free — solved over the 365 days
+// every measurement and answer reads, not the 8,760 hours — and a weekly
+// GROUP BY is measured combined with it. A range count with a target on a
+// fresh engine plans in seconds (its max-variance finalists are compared
+// by their error forms, not built as 8,760-cell matrices).
+func TestTimeDashboardReuse(t *testing.T) {
+	dir := t.TempDir()
+	writeVisits(t, filepath.Join(dir, "visits.sqlite"), 5_000)
+	ctx := context.Background()
+	eng, done := newTimeEngine(t, dir)
+	defer done()
+	vars := map[string]any{"dp_epsilon": 1.0}
+	s := session("analyst", vars)
+	last := func() budget.Entry {
+		es, err := eng.ledger.Entries(ctx, budget.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es[len(es)-1]
+	}
+	if _, err := eng.Answer(ctx, s, []string{"SELECT DATE(ts) AS d, COUNT(*) FROM visits GROUP BY 1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Answer(ctx, s, []string{"SELECT YEARWEEK(ts) AS w, COUNT(*) FROM visits GROUP BY 1"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := last(); e.Kind != budget.KindCharge || !strings.Contains(e.Strategy, "answered with") || e.Cost.Epsilon >= 1 {
+		t.Fatalf("weekly: %+v", e)
+	}
+	vars["dp_max_stderr"] = 30.0
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM visits WHERE ts >= '2025-06-01'",
+		"SELECT STR_TO_DATE(CONCAT(DATE_FORMAT(ts, '%Y-%m'), '-01'), '%Y-%m-%d') AS m, COUNT(*) FROM visits GROUP BY 1",
+	} {
+		if _, err := eng.Answer(ctx, s, []string{q}); err != nil {
+			t.Fatal(err)
+		}
+		if e := last(); e.Kind != budget.KindDerived {
+			t.Fatalf("%s: %+v", q, e)
+		}
+	}
+	fresh, done2 := newTimeEngine(t, dir)
+	defer done2()
+	if _, err := fresh.Answer(ctx, s, []string{"SELECT COUNT(*) FROM visits WHERE ts >= '2025-06-01'"}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -90,3 +92,100 @@ func (m *Measurement) Check() error {
 	}
 	return nil
 }
+
+// MarshalJSON stores each factor densely, or as its non-zero entries when
+// fewer than a third are non-zero: a long column's factor rows (a day of
+// a year of hours is 24 ones among 8,760 cells) would otherwise be mostly
+// zeros.
+func (m *Measurement) MarshalJSON() ([]byte, error) {
+	type plain Measurement
+	fs := make([]factorJSON, len(m.Factors))
+	for j, f := range m.Factors {
+		fs[j] = factorJSON(f)
+	}
+	return json.Marshal(struct {
+		*plain
+		Factors []factorJSON `json:"factors"`
+	}{(*plain)(m), fs})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (and plain dense factors).
+func (m *Measurement) UnmarshalJSON(b []byte) error {
+	type plain Measurement
+	var v struct {
+		*plain
+		Factors []factorJSON `json:"factors"`
+	}
+	v.plain = (*plain)(m)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	m.Factors = make([][]float64, len(v.Factors))
+	for j, f := range v.Factors {
+		m.Factors[j] = f
+	}
+	return nil
+}
+
+// factorJSON is a factor as stored: null (the identity), an array of its
+// entries, or {"len": n, "nz": [i, v, i, v, ...]}.
+type factorJSON []float64
+
+type sparseFactor struct {
+	Len int       `json:"len"`
+	NZ  []float64 `json:"nz"`
+}
+
+func (f factorJSON) MarshalJSON() ([]byte, error) {
+	if f == nil {
+		return []byte("null"), nil
+	}
+	nz := 0
+	for _, x := range f {
+		if x != 0 {
+			nz++
+		}
+	}
+	if 3*nz >= len(f) {
+		return json.Marshal([]float64(f))
+	}
+	s := sparseFactor{Len: len(f), NZ: make([]float64, 0, 2*nz)}
+	for i, x := range f {
+		if x != 0 {
+			s.NZ = append(s.NZ, float64(i), x)
+		}
+	}
+	return json.Marshal(s)
+}
+
+func (f *factorJSON) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*f = nil
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		return json.Unmarshal(b, (*[]float64)(f))
+	}
+	var s sparseFactor
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s.Len < 0 || s.Len > maxFactorEntries || len(s.NZ)%2 != 0 {
+		return fmt.Errorf("measure: sparse factor of %d entries with %d numbers", s.Len, len(s.NZ))
+	}
+	out := make([]float64, s.Len)
+	for k := 0; k < len(s.NZ); k += 2 {
+		i := s.NZ[k]
+		if i != math.Trunc(i) || i < 0 || int(i) >= s.Len {
+			return fmt.Errorf("measure: sparse factor index %g out of %d", i, s.Len)
+		}
+		out[int(i)] = s.NZ[k+1]
+	}
+	*f = out
+	return nil
+}
+
+// maxFactorEntries bounds a stored sparse factor's length (2²⁵ entries,
+// 256 MiB dense), so that a damaged record cannot ask for more.
+const maxFactorEntries = 1 << 25

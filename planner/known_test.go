@@ -424,3 +424,90 @@ func TestGLSEmbedsColumnsWithoutTheDroppedCell(t *testing.T) {
 		t.Fatal("a measurement with the dropped cell joined a system without it")
 	}
 }
+
+// TestGLSOverClassesMatchesCells: measurements and answers that read a
+// 48-cell column only in blocks of 6 give, solved over the 8 classes,
+// the estimates and variances of the system over the cells; a measurement
+// that tells cells apart inside a block does not reduce.
+func TestGLSOverClassesMatchesCells(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	col := measure.Column{Name: "ts", Def: "hours", Size: 48, Whole: true}
+	block := func(rows int, of func(r, cell int) float64) []float64 {
+		f := make([]float64, rows*48)
+		for i := 0; i < rows; i++ {
+			for c := 0; c < 48; c++ {
+				f[i*48+c] = of(i, c)
+			}
+		}
+		return f
+	}
+	days := block(2, func(i, c int) float64 { return b2f(c/24 == i) })
+	quarters := block(8, func(i, c int) float64 { return b2f(c/6 == i) })
+	ms := []*measure.Measurement{
+		{ID: 1, Columns: []measure.Column{col}, Factors: [][]float64{days}, Rows: []int{2}, Variance: 2},
+		{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{quarters}, Rows: []int{8}, Variance: 3},
+	}
+	for _, m := range ms {
+		m.Answers = make([]float64, m.Rows[0])
+		for i := range m.Answers {
+			m.Answers[i] = 100 + 10*r.NormFloat64()
+		}
+	}
+	full, _ := NewGLS([]measure.Column{col})
+	cls := NewClasses([]measure.Column{col})
+	half := make([]float64, 48) // the first half-day: 12 hours
+	for c := 0; c < 12; c++ {
+		half[c] = 1
+	}
+	cls.Split(0, half)
+	for _, m := range ms {
+		cls.AddMeasurement(m)
+	}
+	if got := cls.Cells(); got != 8 {
+		t.Fatalf("%g classes, want 8", got)
+	}
+	reduced, _ := NewGLS(cls.Columns())
+	for _, m := range ms {
+		full.Add(m, 1)
+		rm, ok := cls.Reduce(m)
+		if !ok || !reduced.Add(rm, 1) {
+			t.Fatalf("measurement %d did not reduce or join", m.ID)
+		}
+	}
+	ef, ok1 := full.Solve()
+	er, ok2 := reduced.Solve()
+	if !ok1 || !ok2 {
+		t.Fatal("not solved")
+	}
+	var cells, classes []int
+	var w, wc []float64
+	seen := map[int]bool{}
+	for c := 0; c < 12; c++ {
+		cells, w = append(cells, c), append(w, 1)
+		if k := cls.Class(0, c); !seen[k] {
+			seen[k] = true
+			classes, wc = append(classes, k), append(wc, 1)
+		}
+	}
+	v1, var1, ok1 := ef.Answer(cells, w)
+	v2, var2, ok2 := er.Answer(classes, wc)
+	if !ok1 || !ok2 || math.Abs(v1-v2) > 1e-9*math.Abs(v1) || math.Abs(var1-var2) > 1e-9*var1 {
+		t.Fatalf("cells %g ± %g (%v), classes %g ± %g (%v)", v1, var1, ok1, v2, var2, ok2)
+	}
+	// An hour alone is identified over neither.
+	if _, _, ok := ef.Answer([]int{0}, []float64{1}); ok {
+		t.Fatal("an hour called identified")
+	}
+	// A measurement of single hours is not constant on the classes.
+	hourly := &measure.Measurement{ID: 3, Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{48}, Variance: 1}
+	if _, ok := cls.Reduce(hourly); ok {
+		t.Fatal("an hourly measurement reduced to blocks")
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

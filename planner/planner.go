@@ -134,6 +134,10 @@ type Plan struct {
 	// MaxVariance is the largest expected squared error of any answer.
 	MaxVariance float64
 
+	// light marks a plan built for its error forms only (no strategy
+	// matrices): what comparing candidates by their largest variance
+	// needs. Never measured.
+	light  bool
 	forms  [][]*pairForms // Kronecker: per query, per aggregate
 	diags  [][]float64    // Kronecker: diag((A_jᵀA_j)⁻¹) per factor
 	mforms []marginalForms
@@ -361,8 +365,15 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 	kron := func(c []int) func(p *Plan) error {
 		return func(p *Plan) error {
 			p.Kind = Kronecker
-			p.Factors = make([]*ColumnStrategy, len(c))
 			p.diags = make([][]float64, len(c))
+			p.forms = s.pairForms(c)
+			for j, o := range c {
+				p.diags[j] = s.cols[j].options[o].diag
+			}
+			if p.light {
+				return nil // the error forms only: no matrices
+			}
+			p.Factors = make([]*ColumnStrategy, len(c))
 			for j, o := range c {
 				opt := s.cols[j].options[o]
 				cs, err := opt.strategy()
@@ -370,10 +381,8 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 					return err
 				}
 				p.Factors[j] = cs
-				p.diags[j] = opt.diag
 				p.Grid *= cs.Grid
 			}
-			p.forms = s.pairForms(c)
 			return nil
 		}
 	}
@@ -473,7 +482,10 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 		var proxy [][]float64 // the weighted optimum's variances steer chooseMinMax
 		for i := range best.Candidates[:min(len(best.Candidates), maxVarianceFinalists)] {
 			c := &best.Candidates[i]
-			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name}
+			// Compared by their error forms alone: a finalist's matrices
+			// (a hierarchical strategy over a year of hours is dense
+			// 8,760 × 8,760) are built only if it wins.
+			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, light: true}
 			if err := applies[c.Name](p); err != nil {
 				return nil, nil, nil, err
 			}
@@ -491,8 +503,12 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 				winner = p
 			}
 		}
-		winner.Candidates = best.Candidates
-		return winner, proxy, alts, nil
+		full := &Plan{Workload: w, Options: opt, Grid: 1, Name: winner.Name}
+		if err := applies[winner.Name](full); err != nil {
+			return nil, nil, nil, err
+		}
+		full.MaxVariance, full.Candidates = winner.MaxVariance, best.Candidates
+		return full, proxy, alts, nil
 	}
 	if err := finish(best); err != nil {
 		return nil, nil, nil, err
