@@ -154,6 +154,7 @@ func expandOpt(red *ColumnStrategy, classOf []int, r int) (*colOpt, error) {
 		FullRank: r == n, Grid: red.Grid, gramFactor: factor}
 	o := &colOpt{name: red.Name, n: n, l1: red.L1, l2: red.L2, cs: cs, classOf: classOf}
 	o.once.Do(func() {})
+	o.ready.Store(true)
 	o.diag = make([]float64, n)
 	for i, c := range classOf {
 		o.diag[i] = sym.At(c, c) / (size[c] * size[c])

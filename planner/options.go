@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -27,9 +28,10 @@ type colOpt struct {
 	// (compress.go): its error forms hold for class-constant vectors only.
 	classOf []int
 
-	once sync.Once
-	cs   *ColumnStrategy
-	err  error
+	once  sync.Once
+	cs    *ColumnStrategy
+	err   error
+	ready atomic.Bool // strategy has run (or cs was given)
 }
 
 func (o *colOpt) strategy() (*ColumnStrategy, error) {
@@ -37,9 +39,13 @@ func (o *colOpt) strategy() (*ColumnStrategy, error) {
 		if o.cs == nil {
 			o.cs, o.err = o.build()
 		}
+		o.ready.Store(true)
 	})
 	return o.cs, o.err
 }
+
+// built reports whether the strategy's matrices exist already.
+func (o *colOpt) built() bool { return o.ready.Load() }
 
 // sens is the option's sensitivity for the noise family.
 func (o *colOpt) sens(gauss bool) float64 {
@@ -54,6 +60,7 @@ func optFromStrategy(cs *ColumnStrategy) *colOpt {
 	_, n := cs.A.Dims()
 	o := &colOpt{name: cs.Name, n: n, l1: cs.L1, l2: cs.L2, cs: cs}
 	o.once.Do(func() {})
+	o.ready.Store(true)
 	o.diag = make([]float64, n)
 	if gram := cs.Gram; gram != nil {
 		o.mul = func(dst, v []float64) {

@@ -466,8 +466,14 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 		return nil, nil, nil, fmt.Errorf("planner: no strategy answers this workload")
 	}
 	var alts []*Plan
-	for i := range best.Candidates[:min(len(best.Candidates), k)] {
+	for i := range best.Candidates {
+		if len(alts) == k {
+			break
+		}
 		c := best.Candidates[i]
+		if kc, ok := choice[c.Name]; ok && !s.cheapToBuild(kc) {
+			continue // an alternative is not worth a dense strategy over a long column
+		}
 		p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, Candidates: best.Candidates}
 		if err := applies[c.Name](p); err != nil {
 			return nil, nil, nil, err
@@ -520,6 +526,22 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 		}
 	}
 	return best, nil, alts, nil
+}
+
+// cheapBuildCells bounds the columns on which an alternative plan (see
+// Alternatives) may materialise a strategy not built yet.
+const cheapBuildCells = 1024
+
+// cheapToBuild reports whether the Kronecker product c's strategies are
+// built already or over short columns.
+func (s *space) cheapToBuild(c []int) bool {
+	for j, o := range c {
+		opt := s.cols[j].options[o]
+		if opt.n > cheapBuildCells && !opt.built() {
+			return false
+		}
+	}
+	return true
 }
 
 // maxVarianceFinalists is how many of the best candidates by weighted
