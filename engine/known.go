@@ -22,23 +22,27 @@ import (
 // (package measure) under the table's definition and the source's data
 // version. A later batch over the same version first computes, for every
 // answer, the generalised least-squares estimate from all stored
-// measurements that can join its columns (planner.GLS) and its exact
-// variance. If every answer meets the batch's accuracy — the session's
-// @dp_max_stderr, or without one the variance the batch's own plan would
-// give at the session's ε — the batch is answered from them alone: free,
-// with a zero-cost KindDerived ledger entry naming the measurements.
-// Otherwise the batch's plan is measured at the least ε (ρ) at which the
-// combination of old and new measurements meets that accuracy, and every
-// answer comes from the combined estimate.
+// measurements that can join its columns (planner.GLS, one system per
+// estimation domain: domains.go) and its exact variance. If every answer
+// meets the batch's accuracy — the session's @dp_max_stderr, or without
+// one the variance the batch's own plan would give at the session's ε —
+// the batch is answered from them alone: free, with a zero-cost
+// KindDerived ledger entry naming the measurements. Otherwise candidate
+// new measurements (the batch's plan, the planner's best alternatives, a
+// plan for only the queries the store does not already answer) are each
+// scored by the least ε (ρ) at which, combined with the stored ones, they
+// meet that accuracy; the cheapest is measured at that ε, and every answer
+// comes from the combined estimate. The choice reads only public things:
+// the catalog, the stored measurements' structure and noise variances, the
+// session's options.
 //
-// Covered: batches whose columns' product domain has at most
-// planner.MaxKnownCells cells; stored measurements of Kronecker plans and
-// of direct plans whose aggregates are products of per-column vectors
-// (COUNT, SUM, a WHERE that is a conjunction of per-column conditions);
-// a measurement joins a batch over other columns when the columns it sums
-// out count every row and its factors there have full column rank. Plans
-// of marginal blocks, and direct plans of other aggregates, are measured
-// and answered as before, and not stored.
+// Stored: Kronecker plans; plans of marginal and residual blocks (one
+// measurement per block); direct plans whose aggregates are products of
+// per-column vectors (COUNT, SUM, a WHERE that is a conjunction of
+// per-column conditions); a top-k query's value measurement. A measurement
+// joins a domain over other columns when the columns it sums out count
+// every row and its factors there have full column rank. Direct plans of
+// other aggregates are measured and answered as before, and not stored.
 
 // measurementVersion is the data version t's measurements are kept and
 // combined under; "" when none are: the table opts out, the source cannot
