@@ -215,28 +215,44 @@ func fill(ctx context.Context, db *sql.DB, rows, events int, seed uint64) error 
 			return err
 		}
 	}
-	full, err := tx.PrepareContext(ctx, insertAdult(batch))
-	if err != nil {
-		return err
-	}
-	defer full.Close()
 	g := &generator{r: rng{s: seed}}
-	args := make([]any, 0, 9*batch)
-	for done := 0; done < rows; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(batch, rows-done)
-		args = args[:0]
+	err = insertBatched(ctx, tx, rows, insertAdult, func(args []any, n int) []any {
 		for range n {
 			p := g.person()
 			args = append(args,
 				p.age, workclasses[p.workclass], educations[p.education], maritalStatuses[p.marital],
 				occupations[p.occupation], races[p.race], sexes[p.sex], p.hours, incomes[p.income])
 		}
+		return args
+	})
+	if err != nil {
+		return err
+	}
+	if err := fillEvents(ctx, tx, events, seed); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// insertBatched inserts rows rows in multi-row INSERTs of batch rows
+// (insertSQL(n) is the statement for n rows), each batch's arguments
+// appended by next(args, n) for its n rows, in order.
+func insertBatched(ctx context.Context, tx *sql.Tx, rows int, insertSQL func(n int) string, next func(args []any, n int) []any) error {
+	full, err := tx.PrepareContext(ctx, insertSQL(batch))
+	if err != nil {
+		return err
+	}
+	defer full.Close()
+	var args []any
+	for done := 0; done < rows; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(batch, rows-done)
+		args = next(args[:0], n)
 		stmt := full
 		if n < batch {
-			if stmt, err = tx.PrepareContext(ctx, insertAdult(n)); err != nil {
+			if stmt, err = tx.PrepareContext(ctx, insertSQL(n)); err != nil {
 				return err
 			}
 			defer stmt.Close()
@@ -246,10 +262,7 @@ func fill(ctx context.Context, db *sql.DB, rows, events int, seed uint64) error 
 		}
 		done += n
 	}
-	if err := fillEvents(ctx, tx, events, seed); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return nil
 }
 
 // rng is splitmix64 (Steele, Lea, Flood 2014): deterministic, portable and

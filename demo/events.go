@@ -187,34 +187,14 @@ func fillEvents(ctx context.Context, tx *sql.Tx, rows int, seed uint64) error {
 	}
 	r := &rng{s: seed ^ 0xe7e7_e7e7_e7e7_e7e7}
 	evs := events(r, rows)
-	full, err := tx.PrepareContext(ctx, insertEvents(batch))
-	if err != nil {
-		return err
-	}
-	defer full.Close()
 	start := EventsStart.Unix()
-	args := make([]any, 0, 7*batch)
-	for done := 0; done < len(evs); {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(batch, len(evs)-done)
-		args = args[:0]
+	done := 0
+	return insertBatched(ctx, tx, len(evs), insertEvents, func(args []any, n int) []any {
 		for _, e := range evs[done : done+n] {
 			args = append(args, e.user, time.Unix(start+e.at, 0).UTC().Format(time.DateTime),
 				Countries[e.country], Devices[e.device], Pages[e.page], e.duration, float64(e.amount)/100)
 		}
-		stmt := full
-		if n < batch {
-			if stmt, err = tx.PrepareContext(ctx, insertEvents(n)); err != nil {
-				return err
-			}
-			defer stmt.Close()
-		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
-			return err
-		}
 		done += n
-	}
-	return nil
+		return args
+	})
 }
