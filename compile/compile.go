@@ -229,6 +229,32 @@ type OrderKey struct {
 	Desc bool
 }
 
+// Support is the ascending list of the batch columns q depends on: its
+// group columns and every column where some aggregate's factor is not all
+// ones (nil). A query reads nothing of the others.
+func (q *Query) Support(w *Workload) []int {
+	in := make([]bool, len(w.Columns))
+	for _, j := range q.GroupCols {
+		in[j] = true
+	}
+	for _, agg := range q.Aggregates {
+		for _, t := range agg {
+			for j, f := range t.Factors {
+				if f != nil {
+					in[j] = true
+				}
+			}
+		}
+	}
+	var out []int
+	for j, b := range in {
+		if b {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // Groups is the number of plain groups (the product of GroupCols' domains).
 func (q *Query) Groups(w *Workload) int {
 	n := 1

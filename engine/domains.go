@@ -44,32 +44,6 @@ func (d *domain) cells() int {
 	return n
 }
 
-// supportOf is the batch columns query q reads: its GROUP BY columns and
-// every column an aggregate's factor depends on.
-func supportOf(w *compile.Workload, q int) []int {
-	qu := w.Queries[q]
-	in := make([]bool, len(w.Columns))
-	for _, j := range qu.GroupCols {
-		in[j] = true
-	}
-	for _, agg := range qu.Aggregates {
-		for _, t := range agg {
-			for j, f := range t.Factors {
-				if f != nil {
-					in[j] = true
-				}
-			}
-		}
-	}
-	var out []int
-	for j, b := range in {
-		if b {
-			out = append(out, j)
-		}
-	}
-	return out
-}
-
 func subset(a, b []int) bool {
 	for _, x := range a {
 		if !slices.Contains(b, x) {
@@ -97,7 +71,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 	} else {
 		supports := make([][]int, len(w.Queries))
 		for q := range w.Queries {
-			supports[q] = supportOf(w, q)
+			supports[q] = w.Queries[q].Support(w)
 		}
 		for q, s := range supports {
 			maximal := true
@@ -117,7 +91,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 		out = append(out, &domain{cols: s})
 	}
 	for q := range w.Queries {
-		s := supportOf(w, q)
+		s := w.Queries[q].Support(w)
 		for _, d := range out {
 			if subset(s, d.cols) {
 				d.queries = append(d.queries, q)

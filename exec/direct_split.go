@@ -21,7 +21,7 @@ func checkDirectSplit(p *planner.Plan) error {
 	sizes := w.Sizes()
 	sum := new(big.Rat)
 	for q, qu := range w.Queries {
-		cols := support(w, qu)
+		cols := qu.Support(w)
 		for a, agg := range qu.Aggregates {
 			n := p.AggNoise[q][a]
 			share := n.Epsilon

@@ -198,7 +198,7 @@ func TestMarginalRoundTripWithoutNoise(t *testing.T) {
 		}
 		for qi, q := range w.Queries {
 			for a, agg := range q.Aggregates {
-				got := contractOn(agg, q, est[qi], w.Sizes(), support(w, q))
+				got := contractOn(agg, q, est[qi], w.Sizes(), q.Support(w))
 				want := bruteContract(w, q, agg, x)
 				for g := range want {
 					if math.Abs(got[g]-want[g]) > 1e-8*math.Max(1, math.Abs(want[g])) {
@@ -461,7 +461,7 @@ func TestFetchCountsOnlyTheMarginals(t *testing.T) {
 		}
 		for qi, q := range w.Queries {
 			for a, agg := range q.Aggregates {
-				got := contractOn(agg, q, est[qi], w.Sizes(), support(w, q))
+				got := contractOn(agg, q, est[qi], w.Sizes(), q.Support(w))
 				want := bruteContract(w, q, agg, x)
 				for g := range want {
 					if math.Abs(got[g]-want[g]) > 1e-8*math.Max(1, math.Abs(want[g])) {

@@ -135,7 +135,7 @@ func marginalTables(p *planner.Plan, c *Counts) ([][]float64, error) {
 }
 
 // measureMarginal measures a Marginal plan's blocks and returns, per
-// query, the estimate of the marginal on its support (support(w, q)), and
+// query, the estimate of the marginal on its support (q.Support(w)), and
 // per block the released vector itself (row-major over the block's
 // columns: m_S + Z, or the residual (⊗(n_j·I − J))·m_S + Z).
 func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) (est, released [][]float64, err error) {
@@ -215,7 +215,7 @@ func measureMarginal(p *planner.Plan, c *Counts, draw blockDraw) (est, released 
 	}
 	out := make([][]float64, len(w.Queries))
 	for q, qu := range w.Queries {
-		cols := support(w, qu)
+		cols := qu.Support(w)
 		est := make([]float64, cellsOf(sizes, cols))
 		piQ := float64(len(est))
 		eachSubset(cols, func(t []int) {

@@ -90,7 +90,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 			var m []float64
 			var cols []int
 			if p.Tables != nil {
-				cols = support(w, qu)
+				cols = qu.Support(w)
 				var err error
 				if m, err = tableFor(p, c, cols); err != nil {
 					return nil, err
@@ -163,7 +163,7 @@ func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
 		ans.Blocks = released
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
-			cols := support(w, qu)
+			cols := qu.Support(w)
 			for a, agg := range qu.Aggregates {
 				vals = append(vals, contractOn(agg, qu, est[q], sizes, cols))
 				vars = append(vars, variances(p, q, a, w, qu))

@@ -155,31 +155,6 @@ func isSubset(a, b []int) bool {
 	return true
 }
 
-// support is the ascending list of the columns query q depends on (its
-// group columns and every column where a term's factor is not all ones).
-func support(w *compile.Workload, q *compile.Query) []int {
-	in := make([]bool, len(w.Columns))
-	for _, j := range q.GroupCols {
-		in[j] = true
-	}
-	for _, agg := range q.Aggregates {
-		for _, t := range agg {
-			for j, f := range t.Factors {
-				if f != nil {
-					in[j] = true
-				}
-			}
-		}
-	}
-	var out []int
-	for j, b := range in {
-		if b {
-			out = append(out, j)
-		}
-	}
-	return out
-}
-
 // contractOn evaluates aggregate l of query q per group on m, a tensor
 // over only the columns cols (a superset of q's support, ascending): l's
 // factors outside cols are all ones and were summed away already.
