@@ -99,29 +99,7 @@ func BenchmarkDashboardReuse(b *testing.B) {
 			vars map[string]any
 		}{{"epsilon1", map[string]any{"dp_epsilon": 1.0}}, {"stderr5", map[string]any{"dp_max_stderr": 5.0}}} {
 			b.Run(cat.name+"/"+acc.name, func(b *testing.B) {
-				var eps [2]float64
-				var sq [2]float64
-				var n [2]int
-				for i := 0; i < b.N; i++ {
-					for mode, alone := range []bool{false, true} {
-						e, got := runDashboard(b, f, acc.vars, alone)
-						eps[mode] += e
-						for k := range got {
-							for g := range got[k] {
-								d := got[k][g] - truth[k][g]
-								sq[mode] += d * d
-								n[mode]++
-							}
-						}
-					}
-				}
-				b.ReportMetric(eps[0]/float64(b.N), "eps_stored")
-				b.ReportMetric(eps[1]/float64(b.N), "eps_alone")
-				b.ReportMetric(sq[0]/float64(n[0]), "mse_stored")
-				b.ReportMetric(sq[1]/float64(n[1]), "mse_alone")
-				if eps[0] >= eps[1] || math.IsNaN(sq[0]) {
-					b.Errorf("stored measurements spent ε %g, alone %g", eps[0], eps[1])
-				}
+				compareReuse(b, truth, func(alone bool) (float64, [][]float64) { return runDashboard(b, f, acc.vars, alone) })
 			})
 		}
 	}
@@ -168,28 +146,9 @@ func BenchmarkDashboardRefresh(b *testing.B) {
 		f := newFixtureCatalog(b, cat.yaml)
 		_, truth := runBatches(b, f, map[string]any{"dp_epsilon": 100.0}, true, dashboardRefreshes)
 		b.Run(cat.name, func(b *testing.B) {
-			var eps, sq [2]float64
-			var n [2]int
-			for i := 0; i < b.N; i++ {
-				for mode, alone := range []bool{false, true} {
-					e, got := runBatches(b, f, map[string]any{"dp_epsilon": 1.0}, alone, dashboardRefreshes)
-					eps[mode] += e
-					for k := range got {
-						for g := range got[k] {
-							d := got[k][g] - truth[k][g]
-							sq[mode] += d * d
-							n[mode]++
-						}
-					}
-				}
-			}
-			b.ReportMetric(eps[0]/float64(b.N), "eps_stored")
-			b.ReportMetric(eps[1]/float64(b.N), "eps_alone")
-			b.ReportMetric(sq[0]/float64(n[0]), "mse_stored")
-			b.ReportMetric(sq[1]/float64(n[1]), "mse_alone")
-			if eps[0] >= eps[1] {
-				b.Errorf("stored measurements spent ε %g, alone %g", eps[0], eps[1])
-			}
+			compareReuse(b, truth, func(alone bool) (float64, [][]float64) {
+				return runBatches(b, f, map[string]any{"dp_epsilon": 1.0}, alone, dashboardRefreshes)
+			})
 		})
 	}
 }
@@ -251,28 +210,36 @@ func BenchmarkTimeDashboardReuse(b *testing.B) {
 		vars map[string]any
 	}{{"epsilon1", map[string]any{"dp_epsilon": 1.0}}, {"stderr20", map[string]any{"dp_max_stderr": 20.0}}} {
 		b.Run(acc.name, func(b *testing.B) {
-			var eps, sq [2]float64
-			var n [2]int
-			for i := 0; i < b.N; i++ {
-				for mode, alone := range []bool{false, true} {
-					e, got := run(acc.vars, alone)
-					eps[mode] += e
-					for k := range got {
-						for g := range got[k] {
-							d := got[k][g] - truth[k][g]
-							sq[mode] += d * d
-							n[mode]++
-						}
-					}
+			compareReuse(b, truth, func(alone bool) (float64, [][]float64) { return run(acc.vars, alone) })
+		})
+	}
+}
+
+// compareReuse runs run with stored measurements and alone (without them)
+// b.N times each and reports the ε each spends and the mean squared error
+// of every count against truth; spending as much with them as without
+// fails.
+func compareReuse(b *testing.B, truth [][]float64, run func(alone bool) (eps float64, counts [][]float64)) {
+	var eps, sq [2]float64
+	var n [2]int
+	for i := 0; i < b.N; i++ {
+		for mode, alone := range []bool{false, true} {
+			e, got := run(alone)
+			eps[mode] += e
+			for k := range got {
+				for g := range got[k] {
+					d := got[k][g] - truth[k][g]
+					sq[mode] += d * d
+					n[mode]++
 				}
 			}
-			b.ReportMetric(eps[0]/float64(b.N), "eps_stored")
-			b.ReportMetric(eps[1]/float64(b.N), "eps_alone")
-			b.ReportMetric(sq[0]/float64(n[0]), "mse_stored")
-			b.ReportMetric(sq[1]/float64(n[1]), "mse_alone")
-			if eps[0] >= eps[1] {
-				b.Errorf("stored measurements spent ε %g, alone %g", eps[0], eps[1])
-			}
-		})
+		}
+	}
+	b.ReportMetric(eps[0]/float64(b.N), "eps_stored")
+	b.ReportMetric(eps[1]/float64(b.N), "eps_alone")
+	b.ReportMetric(sq[0]/float64(n[0]), "mse_stored")
+	b.ReportMetric(sq[1]/float64(n[1]), "mse_alone")
+	if eps[0] >= eps[1] || math.IsNaN(sq[0]) {
+		b.Errorf("stored measurements spent ε %g, alone %g", eps[0], eps[1])
 	}
 }
