@@ -120,7 +120,8 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 	}
 	var lifted bool
 	if d.mcols, lifted = withDroppedCells(d.mcols, ms); lifted {
-		d.lift = liftCells(sub, d.mcols)
+		// Each column's cells keep their index; a dropped cell is last.
+		d.lift = cellMap(sub, sizesOf(d.mcols), func(_, i int) int { return i })
 	} else if productCells(sub, allOf(len(sub))) > float64(classesAbove) {
 		cls := planner.NewClasses(d.mcols)
 		for _, q := range d.queries {
@@ -147,7 +148,7 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 		if cls.Reduces() {
 			d.cls = cls
 			d.mcols = cls.Columns()
-			d.lift = classCells(sub, cls)
+			d.lift = cellMap(sub, sizesOf(d.mcols), cls.Class)
 		}
 	}
 	g, ok := planner.NewGLS(d.mcols)
@@ -184,13 +185,9 @@ func (d *domain) reduce(m *measure.Measurement) (*measure.Measurement, bool) {
 	return d.cls.Reduce(m)
 }
 
-// classCells maps a cell of the product of sizes to its cell of the
-// product of cls's classes.
-func classCells(sizes []int, cls *planner.Classes) func(int) int {
-	k := make([]int, len(sizes))
-	for j, c := range cls.Columns() {
-		k[j] = c.Size
-	}
+// cellMap maps a cell of the product of sizes to a cell of the product of
+// to: coordinate i of column j becomes index(j, i).
+func cellMap(sizes, to []int, index func(j, i int) int) func(int) int {
 	coords := make([]int, len(sizes))
 	return func(c int) int {
 		for j := len(sizes) - 1; j >= 0; j-- {
@@ -199,10 +196,44 @@ func classCells(sizes []int, cls *planner.Classes) func(int) int {
 		}
 		out := 0
 		for j := range sizes {
-			out = out*k[j] + cls.Class(j, coords[j])
+			out = out*to[j] + index(j, coords[j])
 		}
 		return out
 	}
+}
+
+func sizesOf(cols []measure.Column) []int {
+	out := make([]int, len(cols))
+	for j, c := range cols {
+		out[j] = c.Size
+	}
+	return out
+}
+
+// withDroppedCells is cols with every column that drops rows replaced by
+// its copy with a dropped cell when some stored measurement has that copy
+// (measured in a batch where some query did not read it): the batch's
+// histogram is then estimated over the larger domain, the dropped cell a
+// nuisance no answer reads, so those measurements join. lifted reports
+// whether any column was replaced.
+func withDroppedCells(cols []measure.Column, ms []*measure.Measurement) (out []measure.Column, lifted bool) {
+	out = slices.Clone(cols)
+	for j, c := range out {
+		if c.Whole || c.Base == "" {
+			continue
+		}
+	search:
+		for _, m := range ms {
+			for _, mc := range m.Columns {
+				if mc.Name == c.Name && mc.Base == c.Base && mc.DroppedCell && mc.Size == c.Size+1 {
+					out[j] = mc
+					lifted = true
+					break search
+				}
+			}
+		}
+	}
+	return out, lifted
 }
 
 func productCells(sizes, cols []int) float64 {

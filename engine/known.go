@@ -104,32 +104,6 @@ func measureColumns(w *compile.Workload) []measure.Column {
 	return out
 }
 
-// withDroppedCells is cols with every column that drops rows replaced by
-// its copy with a dropped cell when some stored measurement has that copy
-// (measured in a batch where some query did not read it): the batch's
-// histogram is then estimated over the larger domain, the dropped cell a
-// nuisance no answer reads, so those measurements join. lifted reports
-// whether any column was replaced.
-func withDroppedCells(cols []measure.Column, ms []*measure.Measurement) (out []measure.Column, lifted bool) {
-	out = slices.Clone(cols)
-	for j, c := range out {
-		if c.Whole || c.Base == "" {
-			continue
-		}
-	search:
-		for _, m := range ms {
-			for _, mc := range m.Columns {
-				if mc.Name == c.Name && mc.Base == c.Base && mc.DroppedCell && mc.Size == c.Size+1 {
-					out[j] = mc
-					lifted = true
-					break search
-				}
-			}
-		}
-	}
-	return out, lifted
-}
-
 // records describes what plan p measures as stored measurements (with
 // their answers when ans is not nil). all reports whether they carry every
 // noisy answer of the plan, so that the combination of old and new
@@ -376,24 +350,6 @@ type decision struct {
 	pick       *combined
 }
 
-// liftCells maps a cell of the product domain of sizes to the same cell
-// of the domain of cols, whose columns are the same or have one more
-// (dropped) cell at the end.
-func liftCells(sizes []int, cols []measure.Column) func(int) int {
-	coords := make([]int, len(sizes))
-	return func(c int) int {
-		for j := len(sizes) - 1; j >= 0; j-- {
-			coords[j] = c % sizes[j]
-			c /= sizes[j]
-		}
-		out := 0
-		for j, col := range cols {
-			out = out*col.Size + coords[j]
-		}
-		return out
-	}
-}
-
 // searchCells bounds the domain on which the least ε is searched for
 // (each step solves the system once); larger batches combine at the
 // batch's ε.
@@ -617,15 +573,15 @@ func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, 
 // over the share of c's information and checked at the plan's own
 // calibration.
 func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func(q, a, g int) float64, search bool) (*combined, bool) {
-	with := func(p *planner.Plan, f float64) (*estimated, bool) {
-		recs, all := records(c.w, p, nil)
-		if !all || len(recs) == 0 {
-			return nil, false
-		}
+	with := func(recs []*measure.Measurement, f float64) (*estimated, bool) {
 		es, _, ok := estimate(w, doms, recs, f)
 		return es, ok
 	}
-	full, ok := with(c.plan, 1)
+	recs, all := records(c.w, c.plan, nil)
+	if !all || len(recs) == 0 {
+		return nil, false
+	}
+	full, ok := with(recs, 1)
 	if !ok || !meets(w, full, target, roundingVariance) {
 		// Combined, the rounding of the counts would cost more than the
 		// stored measurements add: not a candidate.
@@ -640,7 +596,7 @@ func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func
 	lo, hi := 0.0, 1.0
 	for range 12 {
 		mid := (lo + hi) / 2
-		es, ok := with(c.plan, mid)
+		es, ok := with(recs, mid)
 		if ok && meets(w, es, target, roundingVariance) {
 			hi = mid
 		} else {
@@ -667,7 +623,11 @@ func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func
 		if err != nil {
 			return out, true
 		}
-		if es2, ok := with(p2, 1); ok && meets(w, es2, target, roundingVariance) {
+		recs2, all := records(c.w, p2, nil)
+		if !all {
+			return out, true
+		}
+		if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
 			c.plan = p2
 			return &combined{candidate: c, after: es2}, true
 		}
