@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -446,5 +447,93 @@ func TestTimeDashboardReuse(t *testing.T) {
 	defer done2()
 	if _, err := fresh.Answer(ctx, s, []string{"SELECT COUNT(*) FROM visits WHERE ts >= '2025-06-01'"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// knownPool is what TestDerivedBatchesEqualTheTruth draws batches from:
+// GROUP BYs over one and two columns, coarser expressions, ranges, IN
+// lists and totals over columns that drop NULLs (age, education) or keep
+// them (under wholeKnownCatalog: age, sex).
+var knownPool = []string{
+	"SELECT age, COUNT(*) FROM adult GROUP BY age",
+	"SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+	"SELECT education, COUNT(*) FROM adult GROUP BY education",
+	"SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex",
+	"SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM adult GROUP BY decade",
+	"SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40",
+	"SELECT COUNT(*) FROM adult WHERE sex = 'Female'",
+	"SELECT COUNT(*) FROM adult WHERE education IN ('Bachelors', 'Masters')",
+	"SELECT sex, COUNT(*) FROM adult WHERE age < 30 GROUP BY sex",
+	"SELECT COUNT(*) FROM adult",
+	"SELECT education, sex, COUNT(*) FROM adult GROUP BY education, sex",
+}
+
+// TestDerivedBatchesEqualTheTruth: random batches measured without noise
+// (ε = 100), then random batches under a loose target, run when EXPLAIN
+// says the store answers them free: each is derived (one estimate per
+// domain, over dropped cells where they apply), equals the truth — the
+// same batch answered without the store — and the ledger verifies.
+func TestDerivedBatchesEqualTheTruth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	for _, cat := range []struct{ name, yaml string }{{"drop", knownCatalog}, {"nullcell", wholeKnownCatalog}} {
+		f := newFixtureCatalog(t, cat.yaml)
+		truth := newFixtureCatalog(t, cat.yaml)
+		truth.eng.measures = nil
+		ctx := context.Background()
+		vars := map[string]any{"dp_epsilon": 100.0}
+		s := session("analyst", vars)
+		batch := func() []string {
+			var b []string
+			for k := 1 + rng.IntN(3); k > 0; k-- {
+				b = append(b, knownPool[rng.IntN(len(knownPool))])
+			}
+			return b
+		}
+		for range 4 {
+			if _, err := f.eng.Answer(ctx, s, batch()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vars["dp_max_stderr"] = 1e6
+		derived := 0
+		for range 20 {
+			// Only what the noiseless measurements answer free is run, so
+			// nothing noisier is ever stored.
+			b := batch()
+			var explains []string
+			for _, q := range b {
+				explains = append(explains, "EXPLAIN "+q)
+			}
+			ex, err := f.eng.Answer(ctx, s, explains)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(fmt.Sprint(ex[0].AllRows()), "derivable from stored measurements yes") {
+				continue
+			}
+			rs, err := f.eng.Answer(ctx, s, b)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", cat.name, b, err)
+			}
+			if e := lastEntry(t, f); e.Kind != budget.KindDerived && e.Kind != budget.KindReuse {
+				t.Fatalf("%s: %q: EXPLAIN said derivable, ran as %+v", cat.name, b, e)
+			}
+			derived++
+			want, err := truth.eng.Answer(ctx, session("analyst", map[string]any{"dp_epsilon": 100.0}), b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rs {
+				if got, w := fmt.Sprint(rs[i].AllRows()), fmt.Sprint(want[i].AllRows()); got != w {
+					t.Fatalf("%s: %q query %d derived\n%s\nwant\n%s", cat.name, b, i+1, got, w)
+				}
+			}
+		}
+		if derived < 3 {
+			t.Fatalf("%s: only %d batches derived", cat.name, derived)
+		}
+		if err := f.ledger.Verify(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
