@@ -470,12 +470,6 @@ func (g *GLS) Solve() (*Estimate, bool) {
 	return est, true
 }
 
-func mulSym(a *mat.SymDense, v []float64) []float64 {
-	var out mat.VecDense
-	out.MulVec(a, mat.NewVecDense(len(v), append([]float64(nil), v...)))
-	return out.RawVector().Data
-}
-
 // Answer is the estimate of w·x for w given on some cells (cells[k] has
 // weight w[k]) and its exact variance; ok is false when the measurements
 // do not identify it.
