@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
 )
@@ -400,18 +401,22 @@ func TestTopKValuesAreStored(t *testing.T) {
 	}
 }
 
-// TestTimeDashboardReuse: over a year of hourly bins (8,760 cells), a
+// twoMonthsCatalog is timeCatalog over January and February 2025: 1,416
+// hourly bins, more than an estimation domain holds (1,024) as cells.
+var twoMonthsCatalog = strings.Replace(timeCatalog, "max: '2025-12-31 23:59:59'", "max: '2025-02-28 23:59:59'", 1)
+
+// TestTimeDashboardReuse: over two months of hourly bins (1,416 cells), a
 // daily GROUP BY is stored; a range count and a monthly GROUP BY under a
-// target it meets are derived from it, free — solved over the 365 days
-// every measurement and answer reads, not the 8,760 hours — and a weekly
-// GROUP BY is measured combined with it. A range count with a target on a
-// fresh engine plans in seconds (its max-variance finalists are compared
-// by their error forms, not built as 8,760-cell matrices).
+// target it meets are derived from it, free — solved over the 59 days
+// every measurement and answer reads, not the hours — and a weekly GROUP
+// BY is measured combined with it. A range count with a target on a fresh
+// engine plans without building dense strategies over the hours (its
+// max-variance finalists are compared by their error forms).
 func TestTimeDashboardReuse(t *testing.T) {
 	dir := t.TempDir()
-	writeVisits(t, filepath.Join(dir, "visits.sqlite"), 5_000)
+	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 3_000, 59*24*time.Hour)
 	ctx := context.Background()
-	eng, done := newTimeEngine(t, dir)
+	eng, done := newTimeEngineCatalog(t, dir, twoMonthsCatalog)
 	defer done()
 	vars := map[string]any{"dp_epsilon": 1.0}
 	s := session("analyst", vars)
@@ -433,7 +438,7 @@ func TestTimeDashboardReuse(t *testing.T) {
 	}
 	vars["dp_max_stderr"] = 30.0
 	for _, q := range []string{
-		"SELECT COUNT(*) FROM visits WHERE ts >= '2025-06-01'",
+		"SELECT COUNT(*) FROM visits WHERE ts >= '2025-02-01'",
 		"SELECT STR_TO_DATE(CONCAT(DATE_FORMAT(ts, '%Y-%m'), '-01'), '%Y-%m-%d') AS m, COUNT(*) FROM visits GROUP BY 1",
 	} {
 		if _, err := eng.Answer(ctx, s, []string{q}); err != nil {
@@ -443,9 +448,9 @@ func TestTimeDashboardReuse(t *testing.T) {
 			t.Fatalf("%s: %+v", q, e)
 		}
 	}
-	fresh, done2 := newTimeEngine(t, dir)
+	fresh, done2 := newTimeEngineCatalog(t, dir, twoMonthsCatalog)
 	defer done2()
-	if _, err := fresh.Answer(ctx, s, []string{"SELECT COUNT(*) FROM visits WHERE ts >= '2025-06-01'"}); err != nil {
+	if _, err := fresh.Answer(ctx, s, []string{"SELECT COUNT(*) FROM visits WHERE ts >= '2025-02-01'"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -496,7 +501,7 @@ func TestDerivedBatchesEqualTheTruth(t *testing.T) {
 		}
 		vars["dp_max_stderr"] = 1e6
 		derived := 0
-		for range 20 {
+		for range 12 {
 			// Only what the noiseless measurements answer free is run, so
 			// nothing noisier is ever stored.
 			b := batch()

@@ -48,6 +48,12 @@ users:
 // writeVisits writes n visits spread over 2025 into a SQLite file.
 func writeVisits(tb testing.TB, path string, n int) {
 	tb.Helper()
+	writeVisitsOver(tb, path, n, 365*24*time.Hour)
+}
+
+// writeVisitsOver writes n visits spread over span from 2025-01-01.
+func writeVisitsOver(tb testing.TB, path string, n int, span time.Duration) {
+	tb.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		tb.Fatal(err)
@@ -62,7 +68,7 @@ func writeVisits(tb testing.TB, path string, n int) {
 	}
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := 0; i < n; i++ {
-		ts := start.Add(time.Duration(uint64(i)*2654435761%31536000) * time.Second)
+		ts := start.Add(time.Duration(uint64(i)*2654435761%uint64(span/time.Second)) * time.Second)
 		dev := [2]string{"desktop", "mobile"}[i%3%2]
 		if _, err := tx.Exec("INSERT INTO visits VALUES (?, ?)", ts.Format("2006-01-02 15:04:05"), dev); err != nil {
 			tb.Fatal(err)
@@ -77,8 +83,14 @@ func writeVisits(tb testing.TB, path string, n int) {
 // stores; each call is cold (no cached plans or measurements).
 func newTimeEngine(tb testing.TB, dir string) (*Engine, func()) {
 	tb.Helper()
+	return newTimeEngineCatalog(tb, dir, timeCatalog)
+}
+
+// newTimeEngineCatalog is newTimeEngine with catalog yaml.
+func newTimeEngineCatalog(tb testing.TB, dir, yaml string) (*Engine, func()) {
+	tb.Helper()
 	ctx := context.Background()
-	cat, err := catalog.Parse("time.yaml", []byte(timeCatalog))
+	cat, err := catalog.Parse("time.yaml", []byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
 	}
