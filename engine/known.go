@@ -137,6 +137,7 @@ func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 	case planner.Direct:
 		all = true
 		for q, qu := range w.Queries {
+			first := len(out) // this query's records start here
 			for a, agg := range qu.Aggregates {
 				nnum, nden, v := p.NoiseNum, p.NoiseDen, p.NoiseVariance
 				if p.AggNoise != nil {
@@ -191,6 +192,7 @@ func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 				}
 				out = append(out, m)
 			}
+			out = append(out[:first], stackRows(out[first:])...)
 		}
 		return out, all
 	case planner.Marginal:
@@ -225,6 +227,64 @@ func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 		return out, len(out) > 0
 	}
 	return nil, false
+}
+
+// stackRows merges runs of one-row direct records that differ only in
+// one column's factor (the aggregates of a GROUP BY expression: one per
+// day of a DATE(ts) over hourly bins) into one record whose factor on that
+// column has a row per aggregate: the same release, one stored
+// measurement instead of hundreds.
+func stackRows(recs []*measure.Measurement) []*measure.Measurement {
+	var out []*measure.Measurement
+	var cur *measure.Measurement
+	j := -1 // the column cur stacks along
+	for _, m := range recs {
+		if cur != nil {
+			if k, ok := stackable(cur, m, j); ok {
+				n := m.Columns[k].Size
+				cur.Factors[k] = append(cur.Factors[k], m.Factors[k][:n]...)
+				cur.Rows[k]++
+				if cur.Answers != nil {
+					cur.Answers = append(cur.Answers, m.Answers...)
+				}
+				j = k
+				continue
+			}
+		}
+		cp := *m
+		cp.Factors = slices.Clone(m.Factors)
+		cp.Rows = slices.Clone(m.Rows)
+		cp.Answers = slices.Clone(m.Answers)
+		cur, j = &cp, -1
+		out = append(out, cur)
+	}
+	return out
+}
+
+// stackable reports the column along which m (one row) can be stacked
+// under cur: both over the same columns, with the same noise, one answer
+// per row, and factors equal on every column but k (j when cur is stacked
+// already, whose factor then has several rows).
+func stackable(cur, m *measure.Measurement, j int) (k int, ok bool) {
+	if len(cur.Columns) != len(m.Columns) || cur.Variance != m.Variance || cur.Noise != m.Noise || cur.Scale != m.Scale || m.Cells() != 1 || (cur.Answers == nil) != (m.Answers == nil) {
+		return -1, false
+	}
+	k = -1
+	for i, c := range cur.Columns {
+		if c != m.Columns[i] || m.Factors[i] == nil || cur.Factors[i] == nil {
+			return -1, false
+		}
+		if i != j && cur.Rows[i] != 1 {
+			return -1, false
+		}
+		if i == j || !slices.Equal(cur.Factors[i], m.Factors[i]) {
+			if k >= 0 {
+				return -1, false
+			}
+			k = i
+		}
+	}
+	return k, k >= 0 && (j < 0 || k == j)
 }
 
 func anyLive(qu *compile.Query, a int) bool {
