@@ -612,6 +612,13 @@ func postFunc(name string, a []float64) float64 {
 // noise (exec calibrates to the strategy's largest column norm). The
 // isotonic regression and the search for the quantile are
 // post-processing.
+// MaxQuantileCells bounds the bins of a column DP_QUANTILE reads: its
+// prefix workload (a row per bin) is planned with hierarchical and
+// optimised strategies whose matrices are dense in the bins, which past
+// this takes minutes (a year of hourly bins, 8,760, is refused with 3900
+// rather than hang its client).
+const MaxQuantileCells = 1024
+
 func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	c := qc.w.Table.Column(si.Column)
 	if c == nil {
@@ -622,6 +629,9 @@ func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	}
 	if si.Bar != parser.BarNone {
 		return Item{}, parser.Errorf(parser.CodeNotSupported, "error bars of DP_QUANTILE and DP_MEDIAN are not supported: EXPLAIN shows the standard errors of the CDF they come from")
+	}
+	if n := c.Declared(); n > MaxQuantileCells {
+		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE over %s needs the CDF over its %d bins, more than the %d a quantile is planned over in reasonable time; declare the column with a coarser width (or min and max closer together) for quantiles", c.Name, n, MaxQuantileCells)
 	}
 	j := qc.index[c.Name]
 	col := qc.w.Columns[j]
