@@ -10,6 +10,7 @@ const (
 	CodeBadField       = 1054 // ER_BAD_FIELD_ERROR, 42S22
 	CodeNonUniqField   = 1052 // ER_NON_UNIQ_ERROR, 23000: an unqualified column of two joined tables
 	CodeNonUniqTable   = 1066 // ER_NONUNIQ_TABLE, 42000: two joined tables with one alias
+	CodeDupField       = 1060 // ER_DUP_FIELDNAME, 42S21: two columns of one derived table with one name
 	CodeAccessDenied   = 1045 // ER_ACCESS_DENIED_ERROR, 28000
 	CodeNotSupported   = 1235 // ER_NOT_SUPPORTED_YET, 42000: the SQL is valid MySQL but not a DP query dpproxy answers
 	CodeDPRefused      = 3900 // dpproxy: the query would expose rows or leaves the domain (SQLSTATE HY000)
@@ -42,6 +43,8 @@ func sqlStateFor(code int) string {
 		return "42S02"
 	case CodeBadField:
 		return "42S22"
+	case CodeDupField:
+		return "42S21"
 	case CodeAccessDenied:
 		return "28000"
 	default:

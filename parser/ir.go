@@ -25,13 +25,34 @@ const (
 	KindEmpty
 	// KindExplain is EXPLAIN over a DP query: plan only, nothing spent.
 	KindExplain
+	// KindPostProcess reads only the released rows of other DP statements
+	// (Statement.Post): an aggregate derived table or CTE under an outer
+	// query, or a UNION of aggregate queries. Its parts are measured as
+	// usual; the outer query is post-processing and costs nothing more.
+	KindPostProcess
 )
 
 // Statement is one parsed SQL statement.
 type Statement struct {
 	Kind  StatementKind
 	Text  string // the statement's own text, as sent (comments stripped)
-	Query *Query // nil for KindPassthrough
+	Query *Query // nil for KindPassthrough and KindPostProcess
+	// Post is the statement's DP parts and the SQL over their released
+	// rows, for KindPostProcess (and KindExplain over one); else nil.
+	Post *PostProcess
+}
+
+// PostProcess is a query over the released rows of DP statements (see
+// derived.go).
+type PostProcess struct {
+	// Parts are the DP statements whose released rows SQL reads, each
+	// KindAggregate, KindDomainList or KindEmpty; part i is the table
+	// Tables[i].
+	Parts  []Statement
+	Tables []string
+	// SQL is the outer query in MySQL's dialect. It reads only Tables and
+	// calls no function that reaches outside its own rows.
+	SQL string
 }
 
 // AggFunc is an aggregate in the select list.

@@ -205,10 +205,10 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 			return Statement{Kind: KindPassthrough, Text: p.text}, nil
 		case analyze:
 			return Statement{}, Errorf(CodeNotSupported, "EXPLAIN ANALYZE is not supported over protected tables: use EXPLAIN SELECT ... to see the plan, cost and expected error without spending budget, then run the query itself")
-		case st.Kind != KindAggregate:
+		case st.Kind != KindAggregate && st.Kind != KindPostProcess:
 			return Statement{}, Errorf(CodeNotSupported, "EXPLAIN shows the DP plan of aggregate queries (COUNT/SUM/AVG); this statement is answered from the declared domain, or returns no rows, at no privacy cost")
 		}
-		return Statement{Kind: KindExplain, Text: p.text, Query: st.Query}, nil
+		return Statement{Kind: KindExplain, Text: p.text, Query: st.Query, Post: st.Post}, nil
 	}
 	tree, err := vitessParse(p.text)
 	if err != nil {
@@ -220,17 +220,26 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 				return st, err2
 			}
 		}
+		if q, ok := collapseParens(p); ok {
+			// vitess rejects a doubly parenthesised derived table
+			// (Power BI's FROM ((SELECT ...)) AS t0); MySQL does not.
+			if st, err2 := parseOneEnv(q, env); err2 == nil {
+				st.Text = p.text
+				return st, nil
+			}
+		}
 		if mentionsProtected(p.toks, env.Protected) {
 			return Statement{}, syntaxError(p, err)
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
 	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public, now: env.Now}
-	kind, q, err := c.statement(tree)
+	st, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
 	}
-	return Statement{Kind: kind, Text: p.text, Query: q}, nil
+	st.Text = p.text
+	return st, nil
 }
 
 // subPiece is the part of p from its i-th token on (to the j-th token
@@ -368,33 +377,34 @@ func (c *classifier) isProtected(t sqlparser.TableName) bool {
 	return !t.IsEmpty() && c.protected(t.DbQualifier.String(), strings.ToLower(t.Name.String()))
 }
 
-func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query, error) {
+func (c *classifier) statement(tree sqlparser.Statement) (Statement, error) {
 	switch s := tree.(type) {
 	case sqlparser.SelectStatement:
-		return c.selectStatement(s)
+		return c.selectOrWrapped(s)
 	case *sqlparser.Explain:
 		inner, isSelect := s.Statement.(sqlparser.SelectStatement)
 		if !isSelect {
-			kind, _, err := c.statement(s.Statement)
-			if err != nil || kind == KindPassthrough {
-				return KindPassthrough, nil, err
+			st, err := c.statement(s.Statement)
+			if err != nil || st.Kind == KindPassthrough {
+				return Statement{Kind: KindPassthrough}, err
 			}
-			return 0, nil, Errorf(CodeNotSupported, "EXPLAIN applies to DP aggregate queries: EXPLAIN SELECT COUNT(*) FROM t ...")
+			return Statement{}, Errorf(CodeNotSupported, "EXPLAIN applies to DP aggregate queries: EXPLAIN SELECT COUNT(*) FROM t ...")
 		}
 		if _, prot := c.references(inner); len(prot) == 0 {
-			return KindPassthrough, nil, nil
+			return Statement{Kind: KindPassthrough}, nil
 		}
 		if s.Analyze {
-			return 0, nil, Errorf(CodeNotSupported, "EXPLAIN ANALYZE is not supported over protected tables: use EXPLAIN SELECT ... to see the plan, cost and expected error without spending budget, then run the query itself")
+			return Statement{}, Errorf(CodeNotSupported, "EXPLAIN ANALYZE is not supported over protected tables: use EXPLAIN SELECT ... to see the plan, cost and expected error without spending budget, then run the query itself")
 		}
-		kind, q, err := c.selectStatement(inner)
+		st, err := c.selectOrWrapped(inner)
 		if err != nil {
-			return 0, nil, err
+			return Statement{}, err
 		}
-		if kind != KindAggregate {
-			return 0, nil, Errorf(CodeNotSupported, "EXPLAIN shows the DP plan of aggregate queries (COUNT/SUM/AVG); this statement is answered from the declared domain, or returns no rows, at no privacy cost")
+		if st.Kind != KindAggregate && st.Kind != KindPostProcess {
+			return Statement{}, Errorf(CodeNotSupported, "EXPLAIN shows the DP plan of aggregate queries (COUNT/SUM/AVG); this statement is answered from the declared domain, or returns no rows, at no privacy cost")
 		}
-		return KindExplain, q, nil
+		st.Kind = KindExplain
+		return st, nil
 	case *sqlparser.Show, *sqlparser.Use, *sqlparser.Set, *sqlparser.Begin, *sqlparser.Commit,
 		*sqlparser.Rollback, *sqlparser.Savepoint, *sqlparser.RollbackSavepoint, *sqlparser.ReleaseSavepoint,
 		*sqlparser.Kill, *sqlparser.Flush, *sqlparser.OtherRead, *sqlparser.OtherAdmin,
@@ -404,29 +414,29 @@ func (c *classifier) statement(tree sqlparser.Statement) (StatementKind, *Query,
 		// answers them, even when they name a protected table, unless a
 		// subquery in them reads one.
 		if reads := c.reads(tree); len(reads) > 0 {
-			return 0, nil, refuseSubquery(reads[0])
+			return Statement{}, refuseSubquery(reads[0])
 		}
-		return KindPassthrough, nil, nil
+		return Statement{Kind: KindPassthrough}, nil
 	case *sqlparser.Prepare:
 		if !strings.HasPrefix(s.Expr, "@") {
 			sts, err := ParseEnv(s.Expr, Env{Protected: c.protected, Columns: c.columns, Private: c.private, Public: c.public, Now: c.now})
 			if err != nil {
-				return 0, nil, err
+				return Statement{}, err
 			}
 			for _, st := range sts {
 				if st.Kind != KindPassthrough {
-					return 0, nil, Errorf(CodeNotSupported, "prepared statements over protected tables are not supported; send the query as text with literal values")
+					return Statement{}, Errorf(CodeNotSupported, "prepared statements over protected tables are not supported; send the query as text with literal values")
 				}
 			}
 		}
-		return KindPassthrough, nil, nil
+		return Statement{Kind: KindPassthrough}, nil
 	default:
 		// Writes, DDL, procedures and anything else: refused when they
 		// touch a protected table at all.
 		if _, prot := c.references(tree); len(prot) > 0 {
-			return 0, nil, Errorf(CodeDPRefused, "table '%s' is protected and read-only through dpproxy: INSERT, UPDATE, DELETE, LOAD and DDL are refused; dpproxy answers aggregate queries only: SELECT COUNT(*) ... [GROUP BY ...]", strings.ToLower(prot[0].Name.String()))
+			return Statement{}, Errorf(CodeDPRefused, "table '%s' is protected and read-only through dpproxy: INSERT, UPDATE, DELETE, LOAD and DDL are refused; dpproxy answers aggregate queries only: SELECT COUNT(*) ... [GROUP BY ...]", strings.ToLower(prot[0].Name.String()))
 		}
-		return KindPassthrough, nil, nil
+		return Statement{Kind: KindPassthrough}, nil
 	}
 }
 

@@ -658,28 +658,8 @@ func (b *selectBuilder) item(se sqlparser.SelectExpr) item {
 	case *sqlparser.AliasedExpr:
 		var it item
 		x := unparen(e.Expr)
-		if col, ok := x.(*sqlparser.ColName); ok {
-			it.text = col.Name.String()
-			it.Alias = col.Name.String()
-		} else {
-			// MySQL names the column after the expression as written:
-			// the text from its first to its last token, a lone quoted
-			// string unquoted.
-			if text := b.c.text; e.As.IsEmpty() &&
-				e.StartParsePos >= 0 && e.StartParsePos < e.EndParsePos && e.EndParsePos <= len(text) {
-				raw := text[e.StartParsePos:e.EndParsePos]
-				if toks := lex(raw); len(toks) > 0 {
-					it.text = trimQuotes(raw[toks[0].start:toks[len(toks)-1].end])
-				}
-			}
-			if it.text == "" && e.As.IsEmpty() {
-				it.text = e.InputExpression
-			}
-			if it.text == "" {
-				it.text = sqlparser.String(e.Expr)
-			}
-			it.Alias = it.text
-		}
+		it.text = b.c.exprName(e)
+		it.Alias = it.text
 		if !e.As.IsEmpty() {
 			it.Alias, it.explicit = e.As.String(), true
 		}

@@ -1,0 +1,148 @@
+package parser
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A query wrapped in derived tables or CTEs that select rows is the query
+// written without them: same kind, same IR, same output names.
+func TestDerivedTablesMerge(t *testing.T) {
+	cases := []struct{ wrapped, plain string }{
+		// Superset virtual dataset.
+		{"SELECT sex AS sex, COUNT(*) AS count FROM (SELECT * FROM adult) AS virtual_table GROUP BY sex ORDER BY count DESC LIMIT 10000",
+			"SELECT sex AS sex, COUNT(*) AS count FROM adult GROUP BY sex ORDER BY count DESC LIMIT 10000"},
+		// Metabase nested question.
+		{"SELECT source.sex AS sex, count(*) AS count FROM (SELECT adult.sex AS sex, adult.age AS age FROM adult) AS source GROUP BY source.sex ORDER BY source.sex ASC",
+			"SELECT adult.sex AS sex, count(*) AS count FROM adult GROUP BY adult.sex ORDER BY adult.sex ASC"},
+		// Tableau Custom SQL.
+		{"SELECT SUM(1) AS cnt FROM (SELECT * FROM adult) Custom_SQL_Query", "SELECT SUM(1) AS cnt FROM adult"},
+		{"SELECT * FROM (SELECT * FROM adult) Custom_SQL_Query LIMIT 0", "SELECT * FROM adult LIMIT 0"},
+		// Looker / hand-written CTE with WHERE inside and outside.
+		{"WITH w AS (SELECT * FROM adult WHERE age > 30) SELECT sex, COUNT(*) FROM w WHERE race = 'White' GROUP BY sex",
+			"SELECT sex, COUNT(*) FROM adult WHERE (age > 30) AND (race = 'White') GROUP BY sex"},
+		// Computed columns used as keys and in aggregates, two levels deep.
+		{"SELECT decade, COUNT(*) AS n, SUM(h) FROM (SELECT FLOOR(age/10)*10 AS decade, hours_per_week AS h FROM (SELECT * FROM adult WHERE sex = 'Male') a) b GROUP BY decade",
+			"SELECT FLOOR(age/10)*10 AS decade, COUNT(*) AS n, SUM(hours_per_week) AS `SUM(h)` FROM adult WHERE sex = 'Male' GROUP BY FLOOR(age/10)*10"},
+		{"SELECT band, COUNT(*) FROM (SELECT CASE WHEN age < 30 THEN 'young' ELSE 'old' END AS band FROM adult) t GROUP BY band ORDER BY band",
+			"SELECT CASE WHEN age < 30 THEN 'young' ELSE 'old' END AS band, COUNT(*) FROM adult GROUP BY CASE WHEN age < 30 THEN 'young' ELSE 'old' END ORDER BY band"},
+		// A column list on the derived table; a CTE read through another.
+		{"SELECT s, COUNT(*) FROM (SELECT sex FROM adult) AS t(s) GROUP BY s", "SELECT sex AS s, COUNT(*) FROM adult GROUP BY sex"},
+		{"WITH a AS (SELECT * FROM adult), b AS (SELECT sex AS gender FROM a WHERE age < 50) SELECT gender, COUNT(*) FROM b GROUP BY gender",
+			"SELECT sex AS gender, COUNT(*) FROM adult WHERE age < 50 GROUP BY sex"},
+		// Power BI's folded form, parenthesised.
+		{"SELECT `t0`.`sex`, COUNT(*) AS `a0` FROM ((SELECT `$Table`.`sex`, `$Table`.`age` FROM adult AS `$Table`)) AS `t0` GROUP BY `t0`.`sex`",
+			"SELECT `$Table`.`sex` AS sex, COUNT(*) AS `a0` FROM adult AS `$Table` GROUP BY `$Table`.`sex`"},
+	}
+	for _, tc := range cases {
+		got, err := ParseWithColumns(tc.wrapped, protectedAdult, adultColumns)
+		if err != nil {
+			t.Errorf("%s: %v", tc.wrapped, err)
+			continue
+		}
+		want, err := ParseWithColumns(tc.plain, protectedAdult, adultColumns)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.plain, err)
+		}
+		g, w := got[0], want[0]
+		g.Text, w.Text = "", ""
+		normaliseWhere(g.Query)
+		normaliseWhere(w.Query)
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\n got %s\nwant %s", tc.wrapped, dump([]Statement{g}), dump([]Statement{w}))
+		}
+	}
+}
+
+// normaliseWhere flattens nested Ands, which the merge writes as
+// (inner) AND (outer).
+func normaliseWhere(q *Query) {
+	if q == nil {
+		return
+	}
+	var flat func(p Pred) []Pred
+	flat = func(p Pred) []Pred {
+		if a, ok := p.(And); ok {
+			var out []Pred
+			for _, t := range a.Terms {
+				out = append(out, flat(t)...)
+			}
+			return out
+		}
+		return []Pred{p}
+	}
+	if a, ok := q.Where.(And); ok {
+		q.Where = And{Terms: flat(a)}
+	}
+}
+
+// Aggregate derived tables, CTEs and UNIONs are parts; the outer query is
+// post-processing SQL over their tables.
+func TestDerivedPostProcessing(t *testing.T) {
+	cases := []struct {
+		sql   string
+		parts []string // the parts' select aliases, joined by commas
+		outer string   // a substring of the SQL
+	}{
+		{"SELECT AVG(n) FROM (SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex) t", []string{"sex,n"}, "from dp_result_1 as t"},
+		{"WITH c AS (SELECT race, COUNT(*) AS n FROM adult GROUP BY race) SELECT MAX(n), COUNT(*) FROM c WHERE n > 10", []string{"race,n"}, "from dp_result_1 as c where n > 10"},
+		{"SELECT a.sex, a.n, b.m FROM (SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex) a JOIN (SELECT sex, AVG(age) AS m FROM adult GROUP BY sex) b ON a.sex = b.sex",
+			[]string{"sex,n", "sex,m"}, "dp_result_1 as a join dp_result_2 as b on a.sex = b.sex"},
+		{"SELECT COUNT(*) AS n FROM adult UNION ALL SELECT COUNT(*) FROM adult WHERE age > 30", []string{"n", "COUNT(*)"}, "select * from dp_result_1 union all select * from dp_result_2"},
+		{"SELECT * FROM (SELECT sex, COUNT(*) FROM adult GROUP BY sex) t(s, n) ORDER BY n DESC", []string{"s,n"}, "order by n desc"},
+	}
+	for _, tc := range cases {
+		sts, err := ParseWithColumns(tc.sql, protectedAdult, adultColumns)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		st := sts[0]
+		if st.Kind != KindPostProcess || st.Post == nil {
+			t.Errorf("%s: kind %d", tc.sql, st.Kind)
+			continue
+		}
+		if len(st.Post.Parts) != len(tc.parts) {
+			t.Errorf("%s: %d parts", tc.sql, len(st.Post.Parts))
+			continue
+		}
+		for i, p := range st.Post.Parts {
+			var names []string
+			for _, it := range p.Query.Select {
+				names = append(names, it.Alias)
+			}
+			if strings.Join(names, ",") != tc.parts[i] || p.Kind != KindAggregate {
+				t.Errorf("%s: part %d kind %d selects %v", tc.sql, i, p.Kind, names)
+			}
+		}
+		if !strings.Contains(strings.ToLower(st.Post.SQL), strings.ToLower(tc.outer)) {
+			t.Errorf("%s: SQL %q lacks %q", tc.sql, st.Post.SQL, tc.outer)
+		}
+	}
+}
+
+func TestDerivedRefusals(t *testing.T) {
+	cases := []struct {
+		sql  string
+		code int
+		msg  string
+	}{
+		{"SELECT COUNT(*) FROM (SELECT * FROM adult LIMIT 10) t", CodeDPRefused, "LIMIT inside"},
+		{"SELECT COUNT(*) FROM (SELECT * FROM adult) t WHERE t.nosuch = 1", CodeBadField, "Unknown column"},
+		{"SELECT COUNT(*) FROM (SELECT age FROM adult) t WHERE t.sex = 'Male'", CodeBadField, "Unknown column 't.sex'"},
+		{"WITH RECURSIVE r AS (SELECT 1) SELECT COUNT(*) FROM adult", CodeNotSupported, "recursive"},
+		{"SELECT age FROM (SELECT * FROM adult) t", CodeDPRefused, "aggregate queries only"},
+		{"SELECT COUNT(*) FROM adult a JOIN (SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) s ON a.sex = s.sex", CodeDPRefused, "aggregate subquery"},
+		{"SELECT SLEEP(n) FROM (SELECT COUNT(*) AS n FROM adult) t", CodeNotSupported, "SLEEP"},
+		{"SELECT n FROM (SELECT COUNT(*) AS n FROM adult) t JOIN other o ON o.x = t.n", CodeNotSupported, "table 'other'"},
+		{"SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(x) FROM other)", CodeDPRefused, "subqueries"},
+	}
+	for _, tc := range cases {
+		_, err := ParseWithColumns(tc.sql, protectedAdult, adultColumns)
+		e, ok := err.(*Error)
+		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("%s: %v, want %d containing %q", tc.sql, err, tc.code, tc.msg)
+		}
+	}
+}
