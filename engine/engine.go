@@ -197,6 +197,13 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 	if user == nil {
 		return nil, parser.Errorf(parser.CodeAccessDenied, "Access denied for user '%s'", s.User)
 	}
+	parsed, comps, parts := expandParts(parsed)
+	limit := func(st *parser.Statement, r *Result) *Result {
+		if parts[st] {
+			return r
+		}
+		return selectLimit(s, st, r)
+	}
 	var out []*Result
 	for i := 0; i < len(parsed); {
 		st := parsed[i]
@@ -216,7 +223,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, selectLimit(s, st, r))
+			out = append(out, limit(st, r))
 			i++
 			continue
 		case parser.KindDomainList:
@@ -224,7 +231,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, selectLimit(s, st, r))
+			out = append(out, limit(st, r))
 			i++
 			continue
 		}
@@ -262,11 +269,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), j-i))
 		}
 		for k, r := range rs {
-			out = append(out, selectLimit(s, parsed[i+k], r))
+			out = append(out, limit(parsed[i+k], r))
 		}
 		i = j
 	}
-	return out, nil
+	return e.foldParts(ctx, out, comps)
 }
 
 // selectLimit applies the session's sql_select_limit to the result of a
