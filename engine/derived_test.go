@@ -114,7 +114,6 @@ func asFloat(v any) float64 {
 	return f
 }
 
-
 // charges counts the ledger's charge entries (repeats and derived answers
 // are entries too, at no cost).
 func charges(t *testing.T, f *fixture) int {
