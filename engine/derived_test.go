@@ -55,6 +55,21 @@ func TestWrappedStatements(t *testing.T) {
 		t.Fatalf("join of subqueries: %v %v", r.Columns, r.Rows)
 	}
 
+	// Superset's series limit: the groups of the top-1 sex only, ordered
+	// as asked.
+	r = f.answer(t, s, "SELECT FLOOR(age / 10) * 10 AS decade, sex AS sex, COUNT(*) AS count FROM (SELECT * FROM adult) AS virtual_table "+
+		"JOIN (SELECT sex AS sex__, COUNT(*) AS mme_inner__ FROM (SELECT * FROM adult) AS virtual_table GROUP BY sex ORDER BY mme_inner__ DESC LIMIT 1) AS series_limit ON sex = sex__ "+
+		"GROUP BY sex, FLOOR(age / 10) * 10 ORDER BY count DESC LIMIT 10000")
+	all := f.answer(t, s, "SELECT FLOOR(age / 10) * 10 AS decade, sex AS sex, COUNT(*) AS count FROM adult GROUP BY sex, FLOOR(age / 10) * 10")
+	if columnNames(r) != "decade,sex,count" || len(r.Rows) == 0 || len(r.Rows) >= len(all.Rows) {
+		t.Fatalf("series limit: %v %d rows of %d", r.Columns, len(r.Rows), len(all.Rows))
+	}
+	for i, row := range r.Rows {
+		if row[1] != r.Rows[0][1] || (i > 0 && asFloat(row[2]) > asFloat(r.Rows[i-1][2])) {
+			t.Fatalf("series limit: rows %v", r.Rows)
+		}
+	}
+
 	// UNION ALL over one table: one batch, one charge.
 	before = charges(t, f)
 	r = f.answer(t, s, "SELECT 'young' AS band, COUNT(*) AS n FROM adult WHERE age < 30 UNION ALL SELECT 'old', COUNT(*) FROM adult WHERE age >= 30")

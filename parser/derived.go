@@ -140,8 +140,13 @@ func (c *classifier) wrapped(s sqlparser.SelectStatement) (Statement, error) {
 			kind, q, err := c.selectStatement(x)
 			return Statement{Kind: kind, Query: q}, err
 		}
-		if err := c.refuseMixed(x, &ps); err != nil {
-			return Statement{}, err
+		if c.readsProtected(x) {
+			out, err := c.filterJoin(x, &ps)
+			if err != nil {
+				return Statement{}, err
+			}
+			s = out
+			break
 		}
 		c.nameItems(x)
 	default:

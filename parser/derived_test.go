@@ -146,3 +146,42 @@ func TestDerivedRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Superset's series limit: the outer query without the join is a part,
+// the top-n subquery another, and the join a filter in post-processing.
+func TestDerivedSeriesLimit(t *testing.T) {
+	sql := "SELECT DATE(age) AS __timestamp, sex AS sex, COUNT(*) AS count FROM (SELECT * FROM adult) AS virtual_table " +
+		"JOIN (SELECT sex AS sex__, COUNT(*) AS mme_inner__ FROM (SELECT * FROM adult) AS virtual_table GROUP BY sex ORDER BY mme_inner__ DESC LIMIT 1) AS series_limit ON sex = sex__ " +
+		"WHERE age > 20 GROUP BY sex, DATE(age) ORDER BY count DESC LIMIT 10000"
+	sql = strings.ReplaceAll(sql, "DATE(age)", "FLOOR(age / 10)")
+	sts, err := ParseWithColumns(sql, protectedAdult, adultColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sts[0].Post
+	if sts[0].Kind != KindPostProcess || len(p.Parts) != 2 {
+		t.Fatalf("%+v", sts[0])
+	}
+	if q := p.Parts[0].Query; q.Limit == nil || *q.Limit != 1 || len(q.OrderBy) != 1 {
+		t.Errorf("part 1 is not the top-n: %s", dump(p.Parts[:1]))
+	}
+	if q := p.Parts[1].Query; q.Limit != nil || len(q.OrderBy) != 0 || q.Where == nil || len(q.Select) != 3 {
+		t.Errorf("part 2 is not the outer query without the join: %s", dump(p.Parts[1:]))
+	}
+	want := "select dp_groups.__timestamp, dp_groups.sex, dp_groups.`count` from dp_result_2 as dp_groups join dp_result_1 as series_limit on dp_groups.sex = series_limit.sex__ order by dp_groups.`count` desc limit 10000"
+	if p.SQL != want {
+		t.Errorf("SQL\n %s\nwant\n %s", p.SQL, want)
+	}
+	for _, bad := range []string{
+		// Not on a group key.
+		"SELECT sex, COUNT(*) FROM adult JOIN (SELECT sex AS s, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) t ON age = t.n GROUP BY sex",
+		// The subquery's columns read outside ON.
+		"SELECT sex, t.n, COUNT(*) FROM adult JOIN (SELECT sex AS s, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) t ON sex = t.s GROUP BY sex",
+		// A LEFT join keeps every group.
+		"SELECT sex, COUNT(*) FROM adult LEFT JOIN (SELECT sex AS s, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) t ON sex = t.s GROUP BY sex",
+	} {
+		if _, err := ParseWithColumns(bad, protectedAdult, adultColumns); err == nil || err.(*Error).Code != CodeDPRefused {
+			t.Errorf("%s: %v, want 3900", bad, err)
+		}
+	}
+}
