@@ -11,7 +11,8 @@ import (
 
 // Wrapped statements through the engine: a derived table or CTE that
 // selects rows answers as the query written without it (same columns,
-// types, groups and order; values equal within the noise of ε = 5), an
+// types, groups and order; asked after it, the same values, derived from
+// its stored measurement at no charge), an
 // aggregate one is measured once and post-processed for free, and a UNION
 // ALL of aggregate queries is one batch with one charge.
 func TestWrappedStatements(t *testing.T) {
@@ -28,9 +29,13 @@ func TestWrappedStatements(t *testing.T) {
 			"SELECT FLOOR(age/10)*10 AS decade, COUNT(*), AVG(hours_per_week) AS `AVG(h)` FROM adult GROUP BY decade ORDER BY decade"},
 	}
 	for _, tc := range merged {
-		w := f.answer(t, s, tc.wrapped)
 		p := f.answer(t, s, tc.plain)
-		sameAnswer(t, tc.wrapped, w, p, 0.02)
+		before := charges(t, f)
+		w := f.answer(t, s, tc.wrapped)
+		sameAnswer(t, tc.wrapped, w, p, 0)
+		if charges(t, f) != before {
+			t.Fatalf("%s: charged, though the plain query's measurement answers it", tc.wrapped)
+		}
 	}
 
 	// DP results as inputs: one charge for the inner batch, none for the

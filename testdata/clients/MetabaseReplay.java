@@ -24,7 +24,8 @@ import java.util.Map;
  *
  * Environment: DPPROXY_HOST, DPPROXY_PORT, DPPROXY_USER, DPPROXY_PASSWORD,
  * DPPROXY_DB, DPPROXY_CA (optional: TLS verifying this certificate),
- * DPPROXY_FLOW (the standard flow as TSV: step, exec flag, SQL, params).
+ * DPPROXY_FLOW (the standard flow as TSV: step, exec flag, SQL, params);
+ * with DPPROXY_FLOW_ONLY=1 it runs only that flow, once.
  * Prints one JSON object per step (cmd/dpproxy/clients_common_test.go).
  */
 public class MetabaseReplay {
@@ -288,6 +289,13 @@ public class MetabaseReplay {
         List<String[]> steps = new ArrayList<>();
         for (String line : Files.readAllLines(Paths.get(System.getenv("DPPROXY_FLOW")), StandardCharsets.UTF_8)) {
             if (!line.isEmpty()) steps.add(line.split("\t", -1));
+        }
+        if ("1".equals(System.getenv("DPPROXY_FLOW_ONLY"))) {
+            // Only the flow, with client-side prepared statements.
+            try (Connection c = connect(USER, PASSWORD, "")) {
+                flow(c, "", steps);
+            }
+            return;
         }
         try (Connection c = connect(USER, PASSWORD, "")) {
             metabaseSync(c);
