@@ -112,7 +112,8 @@ func checkWrappedFlow(t *testing.T, rs results) {
 			t.Fatalf("%s: no rows", p.name)
 		}
 	}
-	if r := rs.get(t, "tableau_probe"); len(r.Columns) < 5 || len(r.Rows) != 0 {
+	// (The mysql CLI prints no header for an empty result.)
+	if r := rs.get(t, "tableau_probe"); (r.Columns != nil && len(r.Columns) < 5) || len(r.Rows) != 0 {
 		t.Fatalf("tableau_probe: %s", r)
 	}
 	groups := rs.get(t, "inner_groups")
