@@ -26,8 +26,9 @@ import (
 //     same, each branch a part.
 //
 // Refused with 3900: a LIMIT inside a row-level derived table (it selects
-// rows by their order, which depends on the data), and a protected table
-// joined to an aggregate subquery. Refused with 1235: recursive CTEs, and
+// rows by their order, which depends on the data), a DISTINCT one (it
+// lists the values present), and a protected table joined to an aggregate
+// subquery other than on the outer query's group keys (filterjoin.go). Refused with 1235: recursive CTEs, and
 // post-processing that reads another table or calls a function that
 // reaches outside its rows.
 
@@ -314,8 +315,8 @@ func (c *classifier) inlineTable(outer *sqlparser.Select, te sqlparser.TableExpr
 			if err != nil {
 				return nil, err
 			}
-			if kind != KindAggregate && kind != KindDomainList && kind != KindEmpty {
-				return nil, Errorf(CodeNotSupported, "this derived table is not supported: %s", selectHelp)
+			if err := partKind(kind); err != nil {
+				return nil, err
 			}
 			name := ps.add(Statement{Kind: kind, Text: sqlparser.String(in), Query: q})
 			as := t.As
@@ -355,6 +356,20 @@ func (c *classifier) refuseMixed(sel *sqlparser.Select, ps *parts) error {
 	}
 	_, prot := c.references(sel.From)
 	return Errorf(CodeDPRefused, "a join of the protected table '%s' to an aggregate subquery is not supported: run the aggregate subquery first, then filter the outer query by its keys (WHERE c IN (...)), or aggregate over the subquery's rows only", strings.ToLower(prot[0].Name.String()))
+}
+
+// partKind refuses a part that is not an aggregate query (or empty by
+// construction). A domain list (SELECT DISTINCT c, or GROUP BY without an
+// aggregate) lists the declared values, not the values in the data, so a
+// query over it would not mean what it means in MySQL.
+func partKind(kind StatementKind) error {
+	switch kind {
+	case KindAggregate, KindEmpty:
+		return nil
+	case KindDomainList:
+		return Errorf(CodeDPRefused, "a DISTINCT (or a GROUP BY without an aggregate) inside a derived table, CTE or UNION lists the values present in the rows, which depends on the data: select the declared values on their own (SELECT DISTINCT c FROM t), or count per value (SELECT c, COUNT(*) ... GROUP BY c)")
+	}
+	return Errorf(CodeNotSupported, "this derived table is not supported: %s", selectHelp)
 }
 
 // rowLevel reports whether sel selects rows (no aggregate, GROUP BY,
@@ -496,8 +511,8 @@ func (c *classifier) setOperation(s *sqlparser.SetOp, ps *parts) error {
 			if err != nil {
 				return nil, err
 			}
-			if kind != KindAggregate && kind != KindDomainList && kind != KindEmpty {
-				return nil, Errorf(CodeNotSupported, "this UNION branch is not supported: %s", selectHelp)
+			if err := partKind(kind); err != nil {
+				return nil, err
 			}
 			name := ps.add(Statement{Kind: kind, Text: sqlparser.String(x), Query: q})
 			return &sqlparser.Select{

@@ -131,6 +131,8 @@ func TestDerivedRefusals(t *testing.T) {
 		{"SELECT COUNT(*) FROM (SELECT * FROM adult LIMIT 10) t", CodeDPRefused, "LIMIT inside"},
 		{"SELECT COUNT(*) FROM (SELECT * FROM adult) t WHERE t.nosuch = 1", CodeBadField, "Unknown column"},
 		{"SELECT COUNT(*) FROM (SELECT age FROM adult) t WHERE t.sex = 'Male'", CodeBadField, "Unknown column 't.sex'"},
+		{"SELECT COUNT(*) FROM (SELECT DISTINCT age, sex FROM adult) t", CodeDPRefused, "DISTINCT inside"},
+		{"SELECT COUNT(*) AS n FROM adult UNION SELECT sex FROM adult GROUP BY sex", CodeDPRefused, "DISTINCT inside"},
 		{"WITH RECURSIVE r AS (SELECT 1) SELECT COUNT(*) FROM adult", CodeNotSupported, "recursive"},
 		{"SELECT age FROM (SELECT * FROM adult) t", CodeDPRefused, "aggregate queries only"},
 		{"SELECT COUNT(*) FROM adult a JOIN (SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) s ON a.sex = s.sex", CodeDPRefused, "aggregate subquery"},
