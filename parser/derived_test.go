@@ -187,3 +187,32 @@ func TestDerivedSeriesLimit(t *testing.T) {
 		}
 	}
 }
+
+// MySQL's non-reserved keywords are column names (issue 22: `u.plan`).
+func TestNonReservedIdentifiers(t *testing.T) {
+	cols := func(table, column string) bool { return true }
+	prot := func(schema, table string) bool { return table == "users" }
+	for w := range nonReserved {
+		for _, sql := range []string{
+			"SELECT u." + w + ", COUNT(*) FROM users u GROUP BY u." + w,
+			"SELECT " + w + ", COUNT(*) AS n FROM users WHERE " + w + " = 'x' GROUP BY " + w + " ORDER BY n DESC",
+		} {
+			sts, err := ParseWithColumns(sql, prot, cols)
+			if err != nil {
+				t.Errorf("%s: %v", sql, err)
+				continue
+			}
+			if sts[0].Kind != KindAggregate || sts[0].Text != sql || sts[0].Query.GroupBy[0] != w {
+				t.Errorf("%s: %s", sql, dump(sts))
+			}
+		}
+	}
+	// Still errors where MySQL has one, reported on the text as sent.
+	_, err := ParseWithColumns("SELECT plan, COUNT(*) FROM users GROUP BY plan ORDER", prot, cols)
+	if e, ok := err.(*Error); !ok || e.Code != CodeParseError || !strings.Contains(e.Message, "near '' at line 1") {
+		t.Errorf("%v", err)
+	}
+	if sts, err := ParseWithColumns("SELECT STDDEV(age) FROM users", prot, cols); err != nil || sts[0].Query.Select[0].Agg != AggStdPop {
+		t.Errorf("STDDEV(age): %v", err)
+	}
+}

@@ -211,6 +211,20 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 		return Statement{Kind: KindExplain, Text: p.text, Query: st.Query, Post: st.Post}, nil
 	}
 	tree, err := vitessParse(p.text)
+	// MySQL's non-reserved keywords are identifiers where vitess would
+	// take them for keywords (`SELECT u.plan ...`): quote them and retry.
+	// The statement keeps its text as sent.
+	// Each quote moves the error on (or away); a later error is reported
+	// on the quoted text, where it is.
+	sent := p.text
+	for tries := 0; err != nil && tries < 8; tries++ {
+		q, ok := quoteIdentifiers(p, err)
+		if !ok {
+			break
+		}
+		p = q
+		tree, err = vitessParse(p.text)
+	}
 	if err != nil {
 		if inner, ok := unwrapParens(p); ok {
 			// vitess rejects a parenthesised top-level SELECT; MySQL does not.
@@ -238,7 +252,7 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 	if err != nil {
 		return Statement{}, err
 	}
-	st.Text = p.text
+	st.Text = sent
 	return st, nil
 }
 
