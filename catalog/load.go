@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // DemoPath is the Path of the catalog returned by Demo.
@@ -176,8 +176,9 @@ func (p *parser) document(data []byte) (node, bool) {
 	return node{y: y, line: y.Line}, true
 }
 
-// parserProblems are the problems yaml.v3's parser (as opposed to its
-// scanner) reports. For those, yaml.v3 v3.0.1 prints a 0-based line: that of
+// parserProblems are the problems yaml v3's parser (as opposed to its
+// scanner) reports. For those, go.yaml.in/yaml/v3 v3.0.6 (like gopkg.in/yaml.v3
+// v3.0.1 before it) prints a 0-based line: that of
 // the construct being parsed.
 var parserProblems = map[string]bool{
 	"did not find expected ',' or ']'":       true,

@@ -32,6 +32,14 @@ import (
 // (login, logout, EXPLAIN) carry a CSRF token: the login form's is
 // double-submitted (a cookie and a field that must match), the others' is
 // the session's own. Sessions live in memory: a restart logs everyone out.
+//
+// Cross-origin requests: every request that is not GET, HEAD or OPTIONS
+// passes net/http's CrossOriginProtection first (crossOrigin), which
+// refuses a browser's cross-site request by its Sec-Fetch-Site header
+// (sent by every browser since 2023, with or without Origin), or else by
+// an Origin whose host is not the request's Host. A request with neither
+// header is not a browser's (curl, scripts with HTTP Basic) and passes; the
+// CSRF tokens above still guard the forms.
 
 const (
 	sessionCookie = "dpconsole_session"
@@ -93,8 +101,8 @@ func (s *Server) authenticate(r *http.Request) *viewer {
 }
 
 // page wraps a browser page: without a viewer it redirects to the login
-// form, and a POST must carry the session's CSRF token and come from this
-// origin.
+// form, and a POST must carry the session's CSRF token (its origin was
+// checked before: crossOrigin).
 func (s *Server) page(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := s.authenticate(r)
@@ -107,7 +115,7 @@ func (s *Server) page(h func(http.ResponseWriter, *http.Request, *viewer)) http.
 			return
 		}
 		if r.Method == http.MethodPost {
-			if !sameOrigin(r) || v.CSRF == "" || !tokenEqual(r.PostFormValue("csrf"), v.CSRF) {
+			if v.CSRF == "" || !tokenEqual(r.PostFormValue("csrf"), v.CSRF) {
 				http.Error(w, "the form has expired or did not come from this console; reload the page and try again", http.StatusForbidden)
 				return
 			}
@@ -118,7 +126,8 @@ func (s *Server) page(h func(http.ResponseWriter, *http.Request, *viewer)) http.
 
 // api wraps a JSON endpoint: without a viewer it answers 401 with a Basic
 // challenge. A POST must be JSON (which a cross-site form cannot send
-// without the console's consent) and come from this origin.
+// without the console's consent; its origin was checked before:
+// crossOrigin).
 func (s *Server) api(h func(http.ResponseWriter, *http.Request, *viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := s.authenticate(r)
@@ -129,7 +138,7 @@ func (s *Server) api(h func(http.ResponseWriter, *http.Request, *viewer)) http.H
 		}
 		if r.Method == http.MethodPost {
 			ct := r.Header.Get("Content-Type")
-			if !strings.HasPrefix(ct, "application/json") || !sameOrigin(r) {
+			if !strings.HasPrefix(ct, "application/json") {
 				writeJSONError(w, http.StatusUnsupportedMediaType, "POST a JSON body (Content-Type: application/json)")
 				return
 			}
@@ -138,15 +147,31 @@ func (s *Server) api(h func(http.ResponseWriter, *http.Request, *viewer)) http.H
 	}
 }
 
-// sameOrigin reports whether a request's Origin (when the browser sent
-// one) is this console.
-func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
+// crossOrigin wraps the console's routes in net/http's
+// CrossOriginProtection. No origin is trusted beyond the request's own Host:
+// the console has no cross-origin callers.
+func (s *Server) crossOrigin(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(s.crossOriginRefused))
+	return cop.Handler(h)
+}
+
+// crossOriginRefused answers a refused cross-origin request: JSON on the
+// API, a fresh login form on /login, a plain 403 elsewhere.
+func (s *Server) crossOriginRefused(w http.ResponseWriter, r *http.Request) {
+	s.log.Info("console cross-origin request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
+		"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		writeJSONError(w, http.StatusForbidden, "cross-origin request refused: call the API from this console's origin or without a browser")
+	case r.URL.Path == "/login":
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		s.render(w, r, http.StatusForbidden, "login", nil, loginData{CSRF: tok, Next: "/",
+			Error: "The form did not come from this console; please log in here."})
+	default:
+		http.Error(w, "the form did not come from this console; reload the page and try again", http.StatusForbidden)
 	}
-	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
 }
 
 func tokenEqual(a, b string) bool {
@@ -180,9 +205,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	user, pw, next := r.PostFormValue("user"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
 	c, err := r.Cookie(csrfCookie)
-	if err != nil || !sameOrigin(r) || !tokenEqual(r.PostFormValue("csrf"), c.Value) {
-		s.log.Info("console login form refused", "remote", r.RemoteAddr, "has_csrf_cookie", err == nil,
-			"same_origin", sameOrigin(r), "origin", r.Header.Get("Origin"))
+	if err != nil || !tokenEqual(r.PostFormValue("csrf"), c.Value) {
+		s.log.Info("console login form refused", "remote", r.RemoteAddr, "has_csrf_cookie", err == nil)
 		tok := randomToken()
 		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
 		s.render(w, r, http.StatusForbidden, "login", nil, loginData{CSRF: tok, Next: next, User: user,

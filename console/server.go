@@ -67,7 +67,7 @@ type Server struct {
 	sessions *sessions
 	failures *failures
 	series   *seriesCache
-	mux      *http.ServeMux
+	handler  http.Handler // the routes behind the cross-origin check
 	pages    *pages
 }
 
@@ -111,7 +111,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	// same-origin, not no-referrer: with no-referrer, browsers send "Origin: null"
-	// on form posts, and the origin check could not tell this console from another.
+	// on form posts, and a browser without Sec-Fetch-Site could not be told
+	// from another site by its Origin (crossOrigin).
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	start := s.now()
@@ -125,7 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", s.now().Sub(start))
 	}()
-	s.mux.ServeHTTP(sw, r)
+	s.handler.ServeHTTP(sw, r)
 }
 
 type statusWriter struct {
@@ -209,5 +210,5 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/spending", s.api(s.apiSpending))
 	m.HandleFunc("GET /api/catalog", s.api(s.apiCatalog))
 	m.HandleFunc("POST /api/explain", s.api(s.apiExplain))
-	s.mux = m
+	s.handler = s.crossOrigin(m)
 }

@@ -74,9 +74,17 @@ func TestEvents(t *testing.T) {
 	}
 }
 
+// generateBound bounds the time of the default demo database (adult and
+// EventsPerRow times as many events) without the race detector: about 1 s
+// on an idle machine, so a regression that would make the first start of
+// `dpproxy serve` slow fails BenchmarkGenerate.
+const generateBound = 5 * time.Second
+
 // BenchmarkGenerate times the demo database that `dpproxy serve` writes on
 // first start (adult and events), against adult alone, its size before the
-// events table: go test ./demo -run '^$' -bench Generate.
+// events table: go test ./demo -run '^$' -bench Generate (.ci/run runs it
+// once). Without the race detector, the default database must take less
+// than generateBound.
 func BenchmarkGenerate(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
@@ -88,6 +96,9 @@ func BenchmarkGenerate(b *testing.B) {
 				if err := build(context.Background(), filepath.Join(dir, fmt.Sprintf("d%d.sqlite", i)), DefaultRows, bc.events, seed); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if per := b.Elapsed() / time.Duration(b.N); bc.events > 0 && !raceEnabled && per > generateBound {
+				b.Errorf("generating %d rows and %d events took %v (bound %v)", DefaultRows, bc.events, per, generateBound)
 			}
 		})
 	}

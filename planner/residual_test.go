@@ -241,7 +241,7 @@ func TestMinimaxResiduals(t *testing.T) {
 }
 
 // All 3-way marginals of 40 attributes of 10 values (twice the old limit;
-// `dpproxy bench planner --domain 10^100` plans 100) plan in the residual
+// `dpproxy-bench planner --domain 10^100` plans 100) plan in the residual
 // algebra over 10,701 sets, Gaussian residuals at the SVD bound.
 func TestChooseMarginalsWide(t *testing.T) {
 	sizes := make([]int, 40)

@@ -17,7 +17,7 @@ import (
 // age × education × hours_per_week (117,216 cells) over DPPROXY_BENCH_ROWS
 // rows (default 1,000,000), generated once into DPPROXY_BENCH_DIR (default
 // a temporary directory): each iteration opens a fresh source set, so
-// nothing is cached in dpproxy. `dpproxy bench source` compares the same
+// nothing is cached in dpproxy. `dpproxy-bench source` compares the same
 // build with the engines' own GROUP BY.
 func BenchmarkSQLiteHistogram(b *testing.B) {
 	rows := 1_000_000

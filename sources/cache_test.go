@@ -15,15 +15,21 @@ import (
 )
 
 // counting wraps a real backend, counting builds; gate, if set, holds each
-// build until it is closed (or the build's context ends).
+// build until it is closed (or the build's context ends); started, if set,
+// receives a value as each build begins (when it has room).
 type counting struct {
 	backend
-	builds atomic.Int64
-	gate   chan struct{}
+	builds  atomic.Int64
+	gate    chan struct{}
+	started chan struct{}
 }
 
 func (c *counting) count(ctx context.Context, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
 	c.builds.Add(1)
+	select {
+	case c.started <- struct{}{}:
+	default:
+	}
 	if c.gate != nil {
 		select {
 		case <-c.gate:
@@ -71,13 +77,23 @@ func policySet(t *testing.T) (*Set, *counting, string) {
 	return s, c, path
 }
 
-// Identical concurrent requests share one build.
+// Identical concurrent requests share one build: the build is held until
+// every caller has joined its flight (Set.joined counts them), so no caller
+// can pass by arriving after the build and reading the cache.
 func TestSingleFlight(t *testing.T) {
+	const callers = 8
 	s, c, _ := policySet(t)
 	c.gate = make(chan struct{})
+	var most atomic.Int64
+	s.joined = func(waiters int) { // under s.mu
+		most.Store(int64(waiters))
+		if waiters == callers {
+			close(c.gate)
+		}
+	}
 	tab := policyTable()
 	var wg sync.WaitGroup
-	results := make([][]float64, 8)
+	results := make([][]float64, callers)
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
@@ -88,11 +104,18 @@ func TestSingleFlight(t *testing.T) {
 			}
 		}(i)
 	}
-	time.Sleep(100 * time.Millisecond)
-	close(c.gate)
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a failure bound, not a window the test relies on
+		t.Fatalf("after a minute only %d of %d callers had joined the flight", most.Load(), callers)
+	}
+	if n := most.Load(); n != callers {
+		t.Fatalf("%d of %d callers joined the flight", n, callers)
+	}
 	if n := c.builds.Load(); n != 1 {
-		t.Fatalf("%d builds for 8 identical requests", n)
+		t.Fatalf("%d builds for %d identical requests", n, callers)
 	}
 	for _, r := range results[1:] {
 		if !reflect.DeepEqual(r, results[0]) {
@@ -170,16 +193,26 @@ func TestCachedAnswersDuringBuildAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.gate = make(chan struct{}) // every later build blocks
+	c.started = make(chan struct{}, 1)
 	bctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := s.Histogram(bctx, tab, tab.Columns[1:]); done <- err }()
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	if _, err := s.Histogram(ctx, tab, tab.Columns[:1]); err != nil {
-		t.Fatal(err)
+	select {
+	case <-c.started: // the build holds its slot and waits at the gate
+	case <-time.After(time.Minute):
+		t.Fatal("the build did not start")
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("a cached histogram waited %v behind a build", d)
+	// The gate stays shut until cancel below: a cached read that waited
+	// behind the build would never return.
+	cached := make(chan error, 1)
+	go func() { _, err := s.Histogram(ctx, tab, tab.Columns[:1]); cached <- err }()
+	select {
+	case err := <-cached:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a cached histogram waited behind a build")
 	}
 	cancel()
 	select {

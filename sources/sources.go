@@ -58,6 +58,9 @@ type Set struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
+	// joined, when set (tests), is called under mu with a flight's number
+	// of waiters each time a caller joins it.
+	joined func(waiters int)
 }
 
 type source struct {
@@ -270,6 +273,9 @@ func (s *Set) build(ctx context.Context, src *source, t *catalog.Table, cols []*
 		}()
 	}
 	f.waiters++
+	if s.joined != nil {
+		s.joined(f.waiters)
+	}
 	s.mu.Unlock()
 	select {
 	case <-f.done:

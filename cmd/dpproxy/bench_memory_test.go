@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/heappeak"
 )
 
 // BenchmarkGroupByMemory measures the proxy's peak heap for one large
@@ -25,7 +27,7 @@ func BenchmarkGroupByMemory(b *testing.B) {
 	var worst uint64
 	for i := 0; i < b.N; i++ {
 		q := "SELECT age, education, hours_per_week, race, sex, COUNT(*) FROM adult GROUP BY age, education, hours_per_week, race, sex LIMIT " + itoa(2000000+i)
-		peak := HeapPeak(func() {
+		peak := heappeak.During(func() {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClientHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "DPPROXY_BENCH_CLIENT="+addr+"\n"+q)
 			out, err := cmd.CombinedOutput()

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -36,11 +37,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "audit":
 		err = audit(ctx, rest, stdout)
 	case "bench":
-		if len(rest) > 0 && rest[0] == "source" {
-			err = benchSource(ctx, rest[1:], stdout)
-		} else {
-			err = bench(rest, stdout)
-		}
+		// The benchmarks link internal/testdb; they are not shipped.
+		fmt.Fprintln(stderr, "dpproxy: the benchmarks moved to their own command: go run ./cmd/dpproxy-bench", strings.Join(rest, " "))
+		return 2
 	case "reload":
 		err = reloadCmd(rest, stdout)
 	case "profile-units":
@@ -88,14 +87,9 @@ commands:
   profile-units  the data owner's exact distribution of rows per privacy unit, to choose max_rows
            ('profile-units --config FILE --data-dir DIR [--table T [--column C]]'); exact data: an
            administrator's command, never reachable over the MySQL protocol
-  bench    'bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100
-           [--noise laplace|gaussian] [--json]': the planner's strategies, errors and planning times;
-           'bench fairness|target [--noise laplace|gaussian]': each answer against its fair share, and the ε
-           of accuracy targets; 'bench wide [--rows N]': a 20-column dashboard in marginal space;
-           'bench source --rows N [--start-servers] [--postgres DSN] [--mysql DSN]': histogram build
-           times against each engine's own GROUP BY, and peak memory per cell
 
-Run 'dpproxy <command> -h' for the command's flags.
+Run 'dpproxy <command> -h' for the command's flags. The benchmarks are a
+developer's command of their own: go run ./cmd/dpproxy-bench help.
 `)
 }
 

@@ -94,7 +94,7 @@ type Lazy struct {
 func NewLazy(start func(context.Context) (*Server, error)) *Lazy { return &Lazy{start: start} }
 
 // TB is what Get needs of a *testing.T or *testing.B (so that this package
-// does not import testing and commands such as dpproxy bench may use it).
+// does not import testing and commands such as dpproxy-bench may use it).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)

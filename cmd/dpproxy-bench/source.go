@@ -9,15 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/demo"
+	"github.com/dpproxy/dpproxy/internal/heappeak"
 	"github.com/dpproxy/dpproxy/internal/testdb"
 	"github.com/dpproxy/dpproxy/sources"
 
@@ -28,7 +26,7 @@ import (
 // benchColumns are the histogram's columns: 74 × 16 × 99 = 117,216 cells.
 var benchColumns = []string{"age", "education", "hours_per_week"}
 
-// benchSource: `dpproxy bench source --rows N [--data-dir DIR]
+// benchSource: `dpproxy-bench source --rows N [--data-dir DIR]
 // [--start-servers] [--postgres DSN] [--mysql DSN]`. It generates N rows of
 // the demo table (an SQLite file under DIR, kept for the next run), copies
 // them into each server given (or started), and for every source prints the
@@ -39,7 +37,7 @@ var benchColumns = []string{"age", "education", "hours_per_week"}
 // in the same run as the baseline, and the peak Go heap of the cold build
 // per cell. A DSN must be able to create the table dpproxy_bench_adult.
 func benchSource(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench source", flag.ContinueOnError)
+	fs := flag.NewFlagSet("source", flag.ContinueOnError)
 	rows := fs.Int("rows", 1_000_000, "rows to generate")
 	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir(), "bench"), "directory for the generated SQLite file")
 	start := fs.Bool("start-servers", false, "start a local PostgreSQL and MariaDB (Debian packages) in temporary directories")
@@ -143,7 +141,7 @@ func benchOne(ctx context.Context, driver, sqlDriver, dsn, table string) (benchR
 	}
 	defer first.Close()
 	var berr error
-	peak := HeapPeak(func() { res.cold, berr = build(first) })
+	peak := heappeak.During(func() { res.cold, berr = build(first) })
 	if berr != nil {
 		return res, berr
 	}
@@ -220,41 +218,4 @@ func ensureBenchTable(ctx context.Context, sqlDriver, dsn, sqlitePath string, ro
 	}
 	fmt.Fprintf(os.Stderr, "loaded %d rows into %s in %.1fs\n", rows, sqlDriver, time.Since(start).Seconds())
 	return nil
-}
-
-// HeapPeak samples the Go heap (live and not yet collected objects) every
-// millisecond while f runs, and returns the peak above the level before.
-func HeapPeak(f func()) uint64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(stop)
-	<-done
-	if v := read(); v > peak.Load() {
-		peak.Store(v)
-	}
-	if peak.Load() < base {
-		return 0
-	}
-	return peak.Load() - base
 }

@@ -14,33 +14,20 @@ import (
 	"github.com/dpproxy/dpproxy/planner"
 )
 
-// bench: `dpproxy bench planner --workload allrange|prefix|marginals2|marginals3
+// benchPlanner: `dpproxy-bench planner --workload allrange|prefix|marginals2|marginals3
 // --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]`.
 // It plans a standard workload and prints, for every strategy the planner
 // tried, its expected total squared error (ε = 1 for Laplace; per unit
 // noise variance, i.e. Δ₂²·Σ w(AᵀA)⁻¹wᵀ, for Gaussian), the SVD lower bound
 // in the same units, their ratio and the strategy's planning time.
-func bench(args []string, stdout io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "fairness":
-			return benchFairness(args[1:], stdout)
-		case "target":
-			return benchTarget(args[1:], stdout)
-		case "wide":
-			return benchWide(args[1:], stdout)
-		}
-	}
-	if len(args) == 0 || args[0] != "planner" {
-		return exitError{code: 2, err: fmt.Errorf("usage: dpproxy bench planner --workload allrange|prefix|marginals2|marginals3 --domain 1024|256x256|8x8x8x8x8|10^100 [--noise laplace|gaussian] [--json]; dpproxy bench fairness|target [--noise laplace|gaussian]; dpproxy bench wide [--rows N]")}
-	}
-	fs := flag.NewFlagSet("bench planner", flag.ContinueOnError)
+func benchPlanner(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
 	workload := fs.String("workload", "allrange", "allrange, prefix (Kronecker products over several columns), marginals2 or marginals3")
 	domain := fs.String("domain", "1024", "column sizes joined by x, e.g. 1024, 256x256, 8x8x8x8x8; n^d is d columns of n, e.g. 10^100")
 	noiseName := fs.String("noise", "laplace", "laplace (ε = 1) or gaussian (per unit noise variance)")
 	asJSON := fs.Bool("json", false, "print one JSON object per strategy")
 	budget := fs.Duration("budget", 0, "cap on the per-column optimisation time (0: the planner's size-based default)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	sizes, err := parseDomain(*domain)

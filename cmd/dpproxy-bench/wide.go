@@ -42,14 +42,14 @@ var wideDashboard = []string{
 	"SELECT age, marital_status, relationship, COUNT(*) FROM wide GROUP BY age, marital_status, relationship",
 }
 
-// benchWide: `dpproxy bench wide [--rows N] [--dir DIR]`. It generates the
+// benchWide: `dpproxy-bench wide [--rows N] [--dir DIR]`. It generates the
 // 20-column fixture into SQLite, answers the dashboard through the engine
 // (planning, one histogram per column set, ledger charge, measurement and
 // reconstruction in marginal space, result rows), and, as the baseline in
 // the same process, runs the same GROUP BYs exactly in SQLite; it prints
 // time and peak heap of each.
 func benchWide(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench wide", flag.ContinueOnError)
+	fs := flag.NewFlagSet("wide", flag.ContinueOnError)
 	rows := fs.Int("rows", 1_000_000, "rows of the generated table")
 	dir := fs.String("dir", "", "directory for the fixture, ledger and answers (default: a temporary one, removed after)")
 	if err := fs.Parse(args); err != nil {

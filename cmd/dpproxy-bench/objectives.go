@@ -40,7 +40,7 @@ users:
   analyst: {password: analyst, role: analyst}
 `
 
-// mixedBatches are the batches of `bench fairness`: answers of very
+// mixedBatches are the batches of `dpproxy-bench fairness`: answers of very
 // different scales and group counts measured together.
 var mixedBatches = []struct{ name, sql string }{
 	{"COUNT + SUM(income)", "SELECT COUNT(*), SUM(income) FROM people"},
@@ -93,13 +93,13 @@ func answerVariance(p *planner.Plan, q int, it compile.Item) float64 {
 	return sum / float64(n)
 }
 
-// benchFairness: `dpproxy bench fairness [--noise laplace|gaussian]
+// benchFairness: `dpproxy-bench fairness [--noise laplace|gaussian]
 // [--epsilon E]`. For each mixed batch it plans with the total-error
 // objective (dpproxy's before) and the fair one (now), and prints each
 // answer's variance relative to the answer measured alone at the same ε,
 // against the fair share Q² (Q answers, each measured alone at ε/Q).
 func benchFairness(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench fairness", flag.ContinueOnError)
+	fs := flag.NewFlagSet("fairness", flag.ContinueOnError)
 	noiseName := fs.String("noise", "laplace", "laplace or gaussian")
 	eps := fs.Float64("epsilon", 1, "ε of each batch (Gaussian: ρ = ε²/2)")
 	if err := fs.Parse(args); err != nil {
@@ -205,13 +205,13 @@ var targetBatches = []struct {
 	{"workclass × occupation and marital status", "SELECT workclass, occupation, COUNT(*) FROM adult GROUP BY workclass, occupation; SELECT marital_status, COUNT(*) FROM adult GROUP BY marital_status", 20},
 }
 
-// benchTarget: `dpproxy bench target [--noise laplace|gaussian]`. For each
+// benchTarget: `dpproxy-bench target [--noise laplace|gaussian]`. For each
 // batch over the demo table it finds the least ε at which every answer's
 // standard error meets the target, with the strategy chosen for the total
 // error (dpproxy's before), for the fair objective, and for the largest
 // per-answer variance (what @dp_max_stderr uses now).
 func benchTarget(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench target", flag.ContinueOnError)
+	fs := flag.NewFlagSet("target", flag.ContinueOnError)
 	noiseName := fs.String("noise", "laplace", "laplace or gaussian (ε reported at the table's δ = 1e-6)")
 	if err := fs.Parse(args); err != nil {
 		return err
