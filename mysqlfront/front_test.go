@@ -418,6 +418,12 @@ func TestErrors(t *testing.T) {
 	if me.Number != 1235 || string(me.SQLState[:]) != "42000" {
 		t.Fatalf("not supported: %d %s", me.Number, me.SQLState)
 	}
+	// Two statements without CLIENT_MULTI_STATEMENTS: MySQL's syntax
+	// error at the second, not a 3902.
+	_, err = db.QueryContext(ctx(t), "SELECT COUNT(*) FROM adult WHERE sex = 'Male'; SELECT COUNT(*) FROM adult")
+	if me = mysqlErr(t, err); me.Number != 1064 || !strings.HasSuffix(me.Message, "near 'SELECT COUNT(*) FROM adult' at line 1") {
+		t.Fatalf("two statements: %d %q", me.Number, me.Message)
+	}
 	_, err = db.ExecContext(ctx(t), "PREPARE s FROM 'SELECT COUNT(*) FROM adult'")
 	if me = mysqlErr(t, err); me.Number != 1235 {
 		t.Fatalf("SQL PREPARE: %d %q", me.Number, me.Message)

@@ -105,6 +105,11 @@ func (i *interceptor) Query(ctx context.Context, chain server.Chain, c *mysql.Co
 		}
 		return i.gmsError(c, query, chain.ComQuery(ctx, c, query, callback))
 	}
+	if stmts := splitStatements(text); len(stmts) > 1 {
+		// Without CLIENT_MULTI_STATEMENTS the text is one statement, and
+		// MySQL reports the second as a syntax error.
+		return i.clientError(c, parser.Errorf(parser.CodeParseError, "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '%s' at line %d", stmts[1], 1+strings.Count(text[:strings.Index(text, stmts[1])], "\n")))
+	}
 	results, err := i.answer(ctx, c, []string{strings.TrimSpace(text)})
 	if err != nil {
 		return err
