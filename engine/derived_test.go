@@ -145,3 +145,23 @@ func charges(t *testing.T, f *fixture) int {
 	}
 	return n
 }
+
+// sql_select_limit caps a post-processed result as it caps any SELECT
+// without a LIMIT of its own; the parts are never cut.
+func TestPostProcessingSelectLimit(t *testing.T) {
+	f := newFixture(t)
+	s := session("analyst", map[string]any{VarEpsilon: 1.0})
+	s.SelectLimit = func() (uint64, bool) { return 1, true }
+	r := f.answer(t, s, "SELECT * FROM (SELECT education, COUNT(*) AS n FROM adult GROUP BY education) t")
+	if len(r.Rows) != 1 {
+		t.Fatalf("sql_select_limit 1: %d rows", len(r.Rows))
+	}
+	r = f.answer(t, s, "SELECT COUNT(*) AS groups_seen FROM (SELECT education, COUNT(*) AS n FROM adult GROUP BY education) t")
+	if fmt.Sprint(r.Rows) != "[[16]]" {
+		t.Fatalf("the part was cut: %v", r.Rows)
+	}
+	r = f.answer(t, s, "SELECT * FROM (SELECT education, COUNT(*) AS n FROM adult GROUP BY education) t LIMIT 3")
+	if len(r.Rows) != 3 {
+		t.Fatalf("LIMIT 3: %d rows", len(r.Rows))
+	}
+}

@@ -273,7 +273,7 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		}
 		i = j
 	}
-	return e.foldParts(ctx, out, comps)
+	return e.foldParts(ctx, s, out, comps)
 }
 
 // selectLimit applies the session's sql_select_limit to the result of a

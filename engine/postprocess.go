@@ -53,8 +53,9 @@ func expandParts(parsed []*parser.Statement) (out []*parser.Statement, comps []c
 }
 
 // foldParts replaces each composite's part results in rs (aligned with the
-// expanded request) by the composite's one result.
-func (e *Engine) foldParts(ctx context.Context, rs []*Result, comps []composite) ([]*Result, error) {
+// expanded request) by the composite's one result, cut to the session's
+// sql_select_limit when the outer query has no LIMIT of its own.
+func (e *Engine) foldParts(ctx context.Context, s *Session, rs []*Result, comps []composite) ([]*Result, error) {
 	if len(comps) == 0 {
 		return rs, nil
 	}
@@ -71,6 +72,11 @@ func (e *Engine) foldParts(ctx context.Context, rs []*Result, comps []composite)
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !c.explain && !c.post.Limited && s.SelectLimit != nil {
+			if n, ok := s.SelectLimit(); ok && uint64(r.Len()) > n {
+				r = r.limited(int(n))
+			}
 		}
 		out = append(out, r)
 		next = c.at + c.n

@@ -157,6 +157,12 @@ func (c *classifier) wrapped(s sqlparser.SelectStatement) (Statement, error) {
 		return Statement{}, err
 	}
 	ps.post.SQL = sqlparser.String(s)
+	switch x := s.(type) {
+	case *sqlparser.Select:
+		ps.post.Limited = x.Limit != nil
+	case *sqlparser.SetOp:
+		ps.post.Limited = x.Limit != nil
+	}
 	return Statement{Kind: KindPostProcess, Post: &ps.post}, nil
 }
 

@@ -53,6 +53,9 @@ type PostProcess struct {
 	// SQL is the outer query in MySQL's dialect. It reads only Tables and
 	// calls no function that reaches outside its own rows.
 	SQL string
+	// Limited is true when SQL has a LIMIT of its own, so that the
+	// session's sql_select_limit does not apply.
+	Limited bool
 }
 
 // AggFunc is an aggregate in the select list.
