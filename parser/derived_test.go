@@ -174,6 +174,12 @@ func TestDerivedSeriesLimit(t *testing.T) {
 	if p.SQL != want {
 		t.Errorf("SQL\n %s\nwant\n %s", p.SQL, want)
 	}
+	// Tableau's top-N filter: a null-safe join to a SUM(1) subquery.
+	tableau := "SELECT `adult`.`race` AS `race`, `adult`.`sex` AS `sex`, SUM(1) AS `sum_Number of Records_ok` FROM `adult` INNER JOIN (SELECT `adult`.`race` AS `race`, SUM(1) AS `$__alias__0` FROM `adult` GROUP BY 1 ORDER BY `$__alias__0` DESC LIMIT 2) `t0` ON (`adult`.`race` <=> `t0`.`race`) GROUP BY 1, 2"
+	sts, err = ParseWithColumns(tableau, protectedAdult, adultColumns)
+	if err != nil || sts[0].Kind != KindPostProcess || !strings.Contains(sts[0].Post.SQL, "dp_groups.race <=> t0.race") {
+		t.Errorf("Tableau top-N: %v %+v", err, sts)
+	}
 	for _, bad := range []string{
 		// Not on a group key.
 		"SELECT sex, COUNT(*) FROM adult JOIN (SELECT sex AS s, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY n DESC LIMIT 1) t ON age = t.n GROUP BY sex",

@@ -64,6 +64,7 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 	type keyPair struct {
 		item    int    // the outer select item that is the key
 		partCol string // the subquery's column
+		op      string // = or <=> (Tableau's null-safe join)
 	}
 	var pairs []keyPair
 	var terms []sqlparser.Expr
@@ -79,7 +80,7 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 	split(j.Condition.On)
 	for _, term := range terms {
 		cmp, ok := term.(*sqlparser.ComparisonExpr)
-		if !ok || cmp.Operator != sqlparser.EqualStr {
+		if !ok || (cmp.Operator != sqlparser.EqualStr && cmp.Operator != sqlparser.NullSafeEqualStr) {
 			return nil, refuse
 		}
 		l, r := unparen(cmp.Left), unparen(cmp.Right)
@@ -94,7 +95,7 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 		if item < 0 {
 			return nil, refuse
 		}
-		pairs = append(pairs, keyPair{item: item, partCol: pc.Name.String()})
+		pairs = append(pairs, keyPair{item: item, partCol: pc.Name.String(), op: cmp.Operator})
 	}
 	// The subquery's columns are read nowhere else.
 	reads := false
@@ -160,7 +161,7 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 		if i > 0 {
 			b.WriteString(" AND ")
 		}
-		fmt.Fprintf(&b, "dp_groups.%s = %s.%s", quoteName(names[p.item]), quoteName(partAlias), quoteName(p.partCol))
+		fmt.Fprintf(&b, "dp_groups.%s %s %s.%s", quoteName(names[p.item]), p.op, quoteName(partAlias), quoteName(p.partCol))
 	}
 	b.WriteString(order)
 	if sel.Limit != nil {

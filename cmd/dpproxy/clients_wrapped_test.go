@@ -59,8 +59,7 @@ func wrappedPairs() []wrappedPair {
 }
 
 // wrappedFlow runs each pair at ε = 1, the plain statement first: the
-// wrapped one then asks what the plain one measured, so it is answered
-// from that measurement (the same values, no new charge). Then DP results
+// wrapped one is then a repeat of it (the same values, no new charge). Then DP results
 // used as inputs, UNION ALL, and Superset's series limit.
 func wrappedFlow() []flowStep {
 	steps := []flowStep{{Step: "wrapped_eps", SQL: "SET @dp_epsilon = 1", Exec: true}}
@@ -79,6 +78,8 @@ func wrappedFlow() []flowStep {
 		flowStep{Step: "superset_series_limit", SQL: "SELECT DATE(ts) AS __timestamp, device AS device, COUNT(*) AS count FROM (SELECT * FROM events) AS virtual_table " +
 			"JOIN (SELECT device AS device__, COUNT(*) AS mme_inner__ FROM (SELECT * FROM events) AS virtual_table WHERE ts >= '2025-06-01 00:00:00' AND ts < '2025-06-08 00:00:00' GROUP BY device ORDER BY mme_inner__ DESC LIMIT 2) AS series_limit ON device = device__ " +
 			"WHERE ts >= '2025-06-01 00:00:00' AND ts < '2025-06-08 00:00:00' GROUP BY device, DATE(ts) ORDER BY count DESC LIMIT 10000", DP: true},
+		// Tableau's top-N filter: a null-safe join to a SUM(1) top-2.
+		flowStep{Step: "tableau_top_n", SQL: "SELECT `adult`.`race` AS `race`, `adult`.`sex` AS `sex`, SUM(1) AS `sum_Number of Records_ok` FROM `adult` INNER JOIN (SELECT `adult`.`race` AS `race`, SUM(1) AS `$__alias__0` FROM `adult` GROUP BY 1 ORDER BY `$__alias__0` DESC LIMIT 2) `t0` ON (`adult`.`race` <=> `t0`.`race`) GROUP BY 1, 2 ORDER BY 1, 2", DP: true},
 		flowStep{Step: "wrapped_limit_inside", SQL: "SELECT COUNT(*) AS n FROM (SELECT * FROM adult LIMIT 10) t"},
 		flowStep{Step: "wrapped_reset", SQL: "SET @dp_epsilon = NULL", Exec: true},
 	)
@@ -89,9 +90,12 @@ func wrappedFlow() []flowStep {
 }
 
 // wrappedCharges is how many ledger entries for released answers the flow
-// adds: one per measured step, the series limit's two measurements, and a
-// zero-cost entry for each wrapped statement answered from a measurement
-// or a stored answer.
+// adds: one per measured step (Tableau's top-N is one: its SUM(1) top-2
+// is an ordinary GROUP BY, cut after, batched with the outer groups), the
+// series limit's second measurement (its top-n is a selection, measured
+// on its own), and a zero-cost entry for each wrapped statement answered
+// from a stored answer (a merged statement's answer key is its IR, which
+// is its plain twin's).
 func wrappedCharges() int {
 	return dpSteps(wrappedFlow()) + 1 + len(wrappedPairs()) - 1 + 1
 }
@@ -147,6 +151,15 @@ func checkWrappedFlow(t *testing.T, rs results) {
 	}
 	if !slices.Equal(r.Columns, []string{"__timestamp", "device", "count"}) || len(devices) != 2 || len(r.Rows) != 14 {
 		t.Fatalf("superset_series_limit: %d devices, %s", len(devices), r)
+	}
+	r = rs.get(t, "tableau_top_n")
+	wantOK(t, r)
+	races := map[string]bool{}
+	for i := range r.Rows {
+		races[r.cell(i, 0)] = true
+	}
+	if len(r.Rows) != 4 || len(races) != 2 || r.cell(0, 1) != "Female" || r.cell(1, 1) != "Male" {
+		t.Fatalf("tableau_top_n: %s", r)
 	}
 	wantError(t, rs.get(t, "wrapped_limit_inside"), 3900, "HY000", "LIMIT inside")
 }
