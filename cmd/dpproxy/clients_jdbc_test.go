@@ -53,19 +53,26 @@ func writeFlowTSV(t *testing.T, steps []flowStep) string {
 	return path
 }
 
-func TestClientsConnectorJ(t *testing.T) {
-	t.Parallel()
+// compileReplay finds Java and Connector/J and compiles MetabaseReplay.java;
+// it returns the java binary and the class path to run it with.
+func compileReplay(t *testing.T) (java, classPath string) {
+	t.Helper()
 	java, err := exec.LookPath("java")
 	needClient(t, "java", err)
 	javac, err := exec.LookPath("javac")
 	needClient(t, "javac", err)
 	_, err = os.Stat(mariadbJar())
 	needClient(t, "MariaDB Connector/J (apt-get install libmariadb-java)", err)
-
 	classes := t.TempDir()
 	if out, err := exec.Command(javac, "-d", classes, "-cp", mariadbJar(), scriptPath(t, "MetabaseReplay.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
+	return java, classes + string(os.PathListSeparator) + mariadbJar()
+}
+
+func TestClientsConnectorJ(t *testing.T) {
+	t.Parallel()
+	java, classPath := compileReplay(t)
 	for _, c := range []struct {
 		name string
 		opts clientOpts
@@ -78,7 +85,7 @@ func TestClientsConnectorJ(t *testing.T) {
 			t.Parallel()
 			cp := startClientProxy(t, c.opts)
 			flow := standardFlow()
-			cmd := exec.Command(java, "-cp", classes+string(os.PathListSeparator)+mariadbJar(), "MetabaseReplay")
+			cmd := exec.Command(java, "-cp", classPath, "MetabaseReplay")
 			cmd.Env = append(cp.env("analyst", "analyst"), "DPPROXY_FLOW="+writeFlowTSV(t, flow))
 			rs := runClient(t, cmd)
 			checkMetabase(t, cp, rs)

@@ -129,14 +129,7 @@ func TestClientsMySQLCLI(t *testing.T) {
 	}
 
 	// The SQL BI tools write; each statement in its own session at ε = 1.
-	bi := results{}
-	for _, st := range biToolFlow() {
-		if st.Exec {
-			continue
-		}
-		bi[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = 1; "+st.SQL)
-	}
-	checkBIToolFlow(t, bi)
+	checkBIToolFlow(t, cliFlowAt(t, bin, args, biToolFlow(), "1"))
 }
 
 // The time charts of Grafana, Metabase and Superset through the mysql CLI,
@@ -145,15 +138,21 @@ func TestClientsMySQLCLITime(t *testing.T) {
 	t.Parallel()
 	bin := findMySQLCLI(t)
 	cp := startTimeProxy(t)
-	args := cliArgs(cp, "analyst", "analyst")
+	checkBITimeFlow(t, cliFlowAt(t, bin, cliArgs(cp, "analyst", "analyst"), biTimeFlow(), "1"))
+}
+
+// cliFlowAt runs a flow's queries through the mysql CLI, each in its own
+// session (so each sets ε itself), skipping its SET steps.
+func cliFlowAt(t *testing.T, bin string, args []string, flow []flowStep, epsilon string) results {
+	t.Helper()
 	rs := results{}
-	for _, st := range biTimeFlow() {
+	for _, st := range flow {
 		if st.Exec {
 			continue
 		}
-		rs[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = 1; "+st.SQL)
+		rs[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = "+epsilon+"; "+st.SQL)
 	}
-	checkBITimeFlow(t, rs)
+	return rs
 }
 
 func TestClientsMySQLCLITLS(t *testing.T) {

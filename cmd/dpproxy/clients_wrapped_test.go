@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -184,14 +183,7 @@ func TestClientsWrappedMySQLCLI(t *testing.T) {
 	t.Parallel()
 	bin := findMySQLCLI(t)
 	cp := startClientProxy(t, clientOpts{})
-	args := cliArgs(cp, "analyst", "analyst")
-	rs := results{}
-	for _, st := range wrappedFlow() {
-		if st.Exec {
-			continue
-		}
-		rs[st.Step] = cliRun(t, bin, args, st.Step, "SET @dp_epsilon = 1; "+st.SQL)
-	}
+	rs := cliFlowAt(t, bin, cliArgs(cp, "analyst", "analyst"), wrappedFlow(), "1")
 	checkWrappedFlow(t, rs)
 	checkLedger(t, cp, wrappedCharges())
 }
@@ -199,18 +191,9 @@ func TestClientsWrappedMySQLCLI(t *testing.T) {
 // MariaDB Connector/J, as Metabase and Tableau's JDBC connections use it.
 func TestClientsWrappedConnectorJ(t *testing.T) {
 	t.Parallel()
-	java, err := exec.LookPath("java")
-	needClient(t, "java", err)
-	javac, err := exec.LookPath("javac")
-	needClient(t, "javac", err)
-	_, err = os.Stat(mariadbJar())
-	needClient(t, "MariaDB Connector/J (apt-get install libmariadb-java)", err)
-	classes := t.TempDir()
-	if out, err := exec.Command(javac, "-d", classes, "-cp", mariadbJar(), scriptPath(t, "MetabaseReplay.java")).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
+	java, classPath := compileReplay(t)
 	cp := startClientProxy(t, clientOpts{})
-	cmd := exec.Command(java, "-cp", classes+string(os.PathListSeparator)+mariadbJar(), "MetabaseReplay")
+	cmd := exec.Command(java, "-cp", classPath, "MetabaseReplay")
 	cmd.Env = append(cp.env("analyst", "analyst"), "DPPROXY_FLOW="+writeFlowTSV(t, wrappedFlow()), "DPPROXY_FLOW_ONLY=1")
 	checkWrappedFlow(t, runClient(t, cmd))
 	checkLedger(t, cp, wrappedCharges())
