@@ -21,7 +21,7 @@ func (e *Engine) withoutNoise() *Engine {
 // noNoise is a sampler that draws nothing.
 type noNoise struct{}
 
-func (noNoise) DiscreteLaplace(tNum, tDen uint64) int64   { return 0 }
+func (noNoise) DiscreteLaplace(tNum, tDen uint64) int64    { return 0 }
 func (noNoise) DiscreteGaussian(s2Num, s2Den uint64) int64 { return 0 }
 
 func (noNoise) TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity int64) []int {
