@@ -430,8 +430,14 @@ func detach(q *Query, w *Workload) *Query {
 	}
 	cp.Rows = rows
 	cp.GroupCols = nil
-	cp.Aggregates = make([]Linear, len(q.Aggregates))
-	cp.Live = make([][]bool, len(q.Aggregates))
+	if len(cp.ExprGroups) == 0 {
+		// GROUP BY expressions of which the WHERE admits no group: one
+		// placeholder group, so that every base aggregate keeps its (zero)
+		// aggregate row, as ExprCount and Agg expect; no output row reads it.
+		cp.ExprGroups = []ExprGroup{{Labels: make([]any, len(q.Keys))}}
+	}
+	cp.Aggregates = make([]Linear, q.Bases*cp.ExprCount())
+	cp.Live = make([][]bool, len(cp.Aggregates))
 	for a := range cp.Live {
 		cp.Live[a] = []bool{false}
 	}

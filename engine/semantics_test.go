@@ -56,6 +56,18 @@ func TestEmptyByConstruction(t *testing.T) {
 	if n := len(f.entries(t)); n != 1 {
 		t.Fatalf("%d ledger entries, want 1", n)
 	}
+	// A GROUP BY expression of which the WHERE admits no group, beside a
+	// measured query (the planner read its aggregates out of range).
+	rs, err = f.eng.Answer(context.Background(), s, []string{"SELECT CASE WHEN age > 30 THEN 'y' ELSE 'n' END AS k, COUNT(*), SUM(hours_per_week) FROM adult WHERE age = 200 GROUP BY 1", "SELECT COUNT(*) FROM adult WHERE age > 40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs[0].Rows) != 0 || len(rs[1].Rows) != 1 {
+		t.Fatalf("%v %v", rs[0].Rows, rs[1].Rows)
+	}
+	if n := len(f.entries(t)); n != 2 {
+		t.Fatalf("%d ledger entries, want 2", n)
+	}
 	// An empty query over other columns does not widen the measured domain.
 	rs, err = f.eng.Answer(context.Background(), s, []string{
 		"SELECT education, occupation, COUNT(*) FROM adult WHERE age = 200 GROUP BY education, occupation",
