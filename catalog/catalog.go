@@ -265,7 +265,7 @@ const (
 type Policy string
 
 const (
-	PolicyDrop  Policy = "drop"  // the row does not count in queries that reference the column
+	PolicyDrop  Policy = "drop"  // the row does not count in what reads the column (compile/drop.go)
 	PolicyClamp Policy = "clamp" // to the nearest bin (ranges only; not for NULL)
 	PolicyOther Policy = "other" // an explicit "other" cell
 	PolicyCell  Policy = "cell"  // NULL only: an explicit NULL cell
@@ -291,8 +291,9 @@ type Column struct {
 	OutOfDomain Policy
 	// DroppedCell, set on a batch's copy of the column (WithDroppedCell),
 	// counts the values the policies drop in a trailing hidden cell instead
-	// of leaving their rows out of the histogram, so that a query of the
-	// batch that does not reference the column still counts those rows.
+	// of leaving their rows out of the histogram, so that an aggregate of
+	// the batch that does not read the column (COUNT(*) beside COUNT(c), or
+	// another query) still counts those rows.
 	DroppedCell bool
 }
 

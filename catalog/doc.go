@@ -96,19 +96,21 @@
 //     for the time rule (UTC, whole seconds) and the units.
 //
 // Each column also says where NULLs and values outside its domain go:
-//   - null: drop (the default: the row does not count in a query that
-//     references the column), cell (an explicit NULL cell) or other
+//   - null: drop (the default: the row does not count in what reads the
+//     column), cell (an explicit NULL cell) or other
 //     (counted with out-of-domain values; requires out_of_domain: other).
 //   - out_of_domain: clamp (to the nearest bin; integer, numeric and time
 //     columns only, and their default), drop (the categorical default) or other (an
 //     explicit cell labelled "other", which a categorical value may then not
 //     be called).
 //
-// A dropped value drops its row from the queries that reference the column
-// only: in a batch where another query does not reference the column, the
+// A dropped value drops its row only from what reads the column: every
+// aggregate of a query whose WHERE or GROUP BY reads it, and otherwise the
+// aggregates whose argument reads it (COUNT(*) beside COUNT(c) still counts
+// the row). In a batch where some aggregate counts the dropped rows, the
 // histogram counts dropped values in a hidden trailing cell of the column
-// (Column.WithDroppedCell), which that query counts and every query
-// referencing the column weighs 0. NullCell and OtherCell say which cell a
+// (Column.WithDroppedCell), which that aggregate counts and everything
+// that reads the column weighs 0 (compile/drop.go). NullCell and OtherCell say which cell a
 // NULL or an out-of-domain value goes to, for every source dialect.
 //
 // A column may declare at most MaxColumnCells cells.

@@ -17,9 +17,11 @@ type Workload struct {
 	Table *catalog.Table
 	// Columns are the batch's columns, in table order: the product domain's
 	// axes. A column that drops values (null: drop, out_of_domain: drop)
-	// and that some query of the batch does not read is the batch's copy
-	// with a dropped cell (catalog.Column.WithDroppedCell), so that query
-	// still counts the rows the others drop.
+	// whose dropped rows some aggregate of the batch counts (one that does
+	// not read the column, in a query whose rows it does not decide: see
+	// drop.go) is the batch's copy with a dropped cell
+	// (catalog.Column.WithDroppedCell), so that aggregate still counts the
+	// rows the others drop.
 	Columns []*catalog.Column
 	Queries []*Query
 }
@@ -428,8 +430,14 @@ func detach(q *Query, w *Workload) *Query {
 	}
 	cp.Rows = rows
 	cp.GroupCols = nil
-	cp.Aggregates = make([]Linear, len(q.Aggregates))
-	cp.Live = make([][]bool, len(q.Aggregates))
+	if len(cp.ExprGroups) == 0 {
+		// GROUP BY expressions of which the WHERE admits no group: one
+		// placeholder group, so that every base aggregate keeps its (zero)
+		// aggregate row, as ExprCount and Agg expect; no output row reads it.
+		cp.ExprGroups = []ExprGroup{{Labels: make([]any, len(q.Keys))}}
+	}
+	cp.Aggregates = make([]Linear, q.Bases*cp.ExprCount())
+	cp.Live = make([][]bool, len(cp.Aggregates))
 	for a := range cp.Live {
 		cp.Live[a] = []bool{false}
 	}
@@ -439,7 +447,11 @@ func detach(q *Query, w *Workload) *Query {
 func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 	w := &Workload{Table: t}
 	// The batch's columns: every column any query reads, in table order.
-	refs := make([]map[string]bool, len(qs))
+	// A column's dropped rows leave only what reads it (see drop.go): rows
+	// are the columns that decide a statement's rows, dropped the columns
+	// whose dropped rows none of its aggregates counts.
+	rows := make([]map[string]bool, len(qs))
+	dropped := make([]map[string]bool, len(qs))
 	used := map[string]bool{}
 	for i, st := range qs {
 		if err := checkJoins(t, st.Query.Joins); err != nil {
@@ -449,10 +461,11 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		refs[i] = r
 		for c := range r {
 			used[c] = true
 		}
+		rows[i] = columnNames(t, rowColumns(st.Query))
+		dropped[i] = columnNames(t, dropsEverywhere(st.Query, r))
 	}
 	index := map[string]int{}
 	for _, c := range t.Columns {
@@ -460,11 +473,11 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 			continue
 		}
 		all := true
-		for _, r := range refs {
-			all = all && r[c.Name]
+		for _, d := range dropped {
+			all = all && d[c.Name]
 		}
 		if !all {
-			c = c.WithDroppedCell() // the queries that do not read c count its dropped rows
+			c = c.WithDroppedCell() // some aggregate counts the rows c drops
 		}
 		index[c.Name] = len(w.Columns)
 		w.Columns = append(w.Columns, c)
@@ -480,7 +493,7 @@ func compileBatch(t *catalog.Table, qs []*parser.Statement) (*Workload, error) {
 		if err := CheckCells(t, grouped); err != nil {
 			return nil, err
 		}
-		q, err := c.query(st, refs[i])
+		q, err := c.query(st, rows[i])
 		if err != nil {
 			return nil, err
 		}
@@ -663,7 +676,8 @@ func newCompiler(w *Workload, index map[string]int) *compiler {
 }
 
 // mask is the query's view of the batch: 0 on the dropped cell of every
-// column it reads (those rows do not count in it), 1 elsewhere.
+// column that decides its rows (rowColumns: those rows count in none of its
+// aggregates), 1 elsewhere.
 func (c *compiler) mask(refs map[string]bool) Linear {
 	l := ones(len(c.w.Columns))
 	for j, col := range c.w.Columns {

@@ -252,8 +252,20 @@ func TestGroupByAndSumWeights(t *testing.T) {
 	if got := sum.Eval(cell); got != 24.5 {
 		t.Fatalf("SUM weight = %v, want 24.5", got)
 	}
-	if cq.Items[3].Kind != ItemRatio || cq.Items[3].Den != cq.Items[1].Agg {
-		t.Fatalf("AVG should divide by the shared COUNT aggregate: %+v", cq.Items[3])
+	// hours drops NULLs: AVG(hours) divides by COUNT(hours), which leaves
+	// out the rows whose hours are dropped; COUNT(*) counts them, as in
+	// MySQL, so the batch measures hours with a dropped cell.
+	if cq.Items[3].Kind != ItemRatio || cq.Items[3].Den == cq.Items[1].Agg {
+		t.Fatalf("AVG should divide by COUNT(hours), not COUNT(*): %+v", cq.Items[3])
+	}
+	hours := w.Columns[2]
+	drop := hours.DroppedCellIndex()
+	if hours.Name != "hours" || drop < 0 {
+		t.Fatalf("hours is measured without a dropped cell: %+v", w.Columns)
+	}
+	cell = []int{5, 0, drop} // age 22, sex F, hours dropped
+	if n, den := cq.Aggregates[cq.Items[1].Agg].Eval(cell), cq.Aggregates[cq.Items[3].Den].Eval(cell); n != 1 || den != 0 {
+		t.Fatalf("on a dropped hours: COUNT(*) weight %v (want 1), COUNT(hours) %v (want 0)", n, den)
 	}
 }
 
@@ -276,8 +288,10 @@ func TestHiddenItemsForHavingAndOrder(t *testing.T) {
 	if cq.Order[0].Item != 3 || !cq.Order[0].Desc {
 		t.Fatalf("order %+v", cq.Order)
 	}
-	// COUNT(*) for HAVING and the AVG's COUNT(hours) are one aggregate.
-	if len(cq.Aggregates) != 2 {
-		t.Fatalf("%d aggregates, want 2 (sum, count)", len(cq.Aggregates))
+	// The AVG's SUM and COUNT(hours), and COUNT(*) for HAVING, which
+	// counts the rows whose hours are dropped too; ORDER BY's SUM(hours) is
+	// the AVG's.
+	if len(cq.Aggregates) != 3 {
+		t.Fatalf("%d aggregates, want 3 (sum, count(hours), count(*))", len(cq.Aggregates))
 	}
 }

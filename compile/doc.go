@@ -14,6 +14,9 @@
 // Files:
 //   - compile.go: Workload, Query, Item; batch assembly and each query's
 //     view of the batch (the dropped cells it weighs 0).
+//   - drop.go: what a column's drop policy removes rows from (what reads
+//     the column, never COUNT(*) beside it), and so which columns a batch
+//     measures with a dropped cell.
 //   - query.go: one query: keys, output groups, zero rows, labels.
 //   - items.go: select items, aggregates of expressions, post-processing,
 //     HAVING and ORDER BY.

@@ -28,7 +28,11 @@ type queryCompiler struct {
 // maxGroups bounds the groups of the GROUP BY expressions of one query.
 const maxGroups = 4096
 
-func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, error) {
+// query compiles one statement; rows are the columns that decide which
+// rows it counts (rowColumns), whose dropped cells none of its aggregates
+// counts. An aggregate whose argument reads a column leaves its dropped
+// cell out by itself.
+func (c *compiler) query(st *parser.Statement, rows map[string]bool) (*Query, error) {
 	src := st.Query
 	q := &Query{Source: src, Text: st.Text}
 	qc := &queryCompiler{compiler: c, q: q, src: src, items: map[string]int{}}
@@ -39,7 +43,7 @@ func (c *compiler) query(st *parser.Statement, refs map[string]bool) (*Query, er
 	if err != nil {
 		return nil, err
 	}
-	qc.base = Mul(c.mask(refs), tr)
+	qc.base = Mul(c.mask(rows), tr)
 	if err := qc.keys(); err != nil {
 		return nil, err
 	}

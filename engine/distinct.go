@@ -10,7 +10,6 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/exec"
-	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
@@ -61,7 +60,7 @@ func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, w *
 		if _, err := e.charge(ctx, s, t, string(opt.Noise), strategy, cost, sts, u); err != nil {
 			return nil, err
 		}
-		ans := exec.MeasureDistinct(exact, n, noise.NewRand())
+		ans := exec.MeasureDistinct(exact, n, e.newSampler())
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {
 			m := &measured{vals: ans.Values[q], vars: ans.Variance[q]}

@@ -59,6 +59,27 @@ type Engine struct {
 	// measures holds the measurements released so far (known.go); nil
 	// when no store could be opened.
 	measures *measure.Store
+	// sampler, when not nil, replaces noise.NewRand as the source of every
+	// measurement's noise and selection. Only the package's tests set it
+	// (export_test.go, compiled into test binaries alone), to measure
+	// without noise; production engines always draw from crypto/rand.
+	sampler func() sampler
+}
+
+// sampler is what a release draws from: measurement noise and the
+// exponential mechanism's top-k (noise.Rand).
+type sampler interface {
+	exec.Sampler
+	TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity int64) []int
+}
+
+// newSampler returns the source of one release's randomness: a fresh
+// noise.Rand over crypto/rand.
+func (e *Engine) newSampler() sampler {
+	if e.sampler != nil {
+		return e.sampler()
+	}
+	return noise.NewRand()
 }
 
 // New returns an Engine.
@@ -383,7 +404,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if err != nil {
 			return nil, err
 		}
-		ans, err := exec.MeasureCounts(plan, counts, noise.NewRand())
+		ans, err := exec.MeasureCounts(plan, counts, e.newSampler())
 		if err != nil {
 			// Charged but not released: conservative, and logged as such.
 			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)

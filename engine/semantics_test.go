@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
@@ -55,6 +58,18 @@ func TestEmptyByConstruction(t *testing.T) {
 	}
 	if n := len(f.entries(t)); n != 1 {
 		t.Fatalf("%d ledger entries, want 1", n)
+	}
+	// A GROUP BY expression of which the WHERE admits no group, beside a
+	// measured query (the planner read its aggregates out of range).
+	rs, err = f.eng.Answer(context.Background(), s, []string{"SELECT CASE WHEN age > 30 THEN 'y' ELSE 'n' END AS k, COUNT(*), SUM(hours_per_week) FROM adult WHERE age = 200 GROUP BY 1", "SELECT COUNT(*) FROM adult WHERE age > 40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs[0].Rows) != 0 || len(rs[1].Rows) != 1 {
+		t.Fatalf("%v %v", rs[0].Rows, rs[1].Rows)
+	}
+	if n := len(f.entries(t)); n != 2 {
+		t.Fatalf("%d ledger entries, want 2", n)
 	}
 	// An empty query over other columns does not widen the measured domain.
 	rs, err = f.eng.Answer(context.Background(), s, []string{
@@ -226,5 +241,91 @@ func TestTopKAndEmptyOverExpressionGroups(t *testing.T) {
 	r = f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE 1 <> 1 GROUP BY age DIV 10")
 	if len(r.Rows) != 0 {
 		t.Fatalf("%v", r.Rows)
+	}
+}
+
+// nullsTable is the README's example table (Supported SQL, "Each aggregate
+// keeps its meaning"): 1,000 rows, 250 with a NULL sex (500 Female, 250
+// Male) and 100 with a NULL age (ages 17..76), sex and age under the given
+// NULL policy, and a public table sexes(code, label) to join on sex.
+func nullsEngine(t *testing.T, policy string) *Engine {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "d.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range []string{
+		`CREATE TABLE t (sex TEXT, age INTEGER)`,
+		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 999)
+		 INSERT INTO t SELECT CASE WHEN i % 4 = 3 THEN NULL WHEN i % 2 = 0 THEN 'Female' ELSE 'Male' END,
+		   CASE WHEN i % 10 = 0 THEN NULL ELSE 17 + (i * 7) % 60 END FROM n`,
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := catalog.Parse("t.yaml", []byte(fmt.Sprintf(`
+database: demo
+sources: {main: {driver: sqlite, path: d.sqlite}}
+tables:
+  t:
+    noise: laplace
+    budget: {total: 100000, per_user: 100000, default_per_query: 1, max_per_query: 1000}
+    columns:
+      sex: {type: categorical, values: [Female, Male], null: %s}
+      age: {type: integer, min: 17, max: 90, null: %s}
+public_tables:
+  sexes:
+    columns: {code: text, label: text}
+    rows:
+      - [Female, F]
+      - [Male, M]
+users:
+  analyst: {password: analyst, role: analyst}
+`, policy, policy)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := meaningEngine(t, dir, "nulls", cat)
+	return e
+}
+
+// The README's examples of what COUNT(*), COUNT(c), the drop policy and
+// joins mean, exactly (noise off), alone and in batches: a drop policy
+// removes a row only from what reads the column, never from a COUNT(*)
+// beside it.
+func TestReadmeNullSemantics(t *testing.T) {
+	ctx := context.Background()
+	s := session("analyst", map[string]any{VarEpsilon: 1.0})
+	for _, tc := range []struct {
+		policy string
+		batch  []string
+		want   []string
+	}{
+		{"drop", []string{"SELECT COUNT(*), COUNT(sex), COUNT(age) FROM t"}, []string{"[[1000 750 900]]"}},
+		{"drop", []string{"SELECT COUNT(*), COUNT(sex) FROM t"}, []string{"[[1000 750]]"}},
+		{"drop", []string{"SELECT COUNT(*) FROM t"}, []string{"[[1000]]"}},
+		{"drop", []string{"SELECT COUNT(*) FROM t", "SELECT COUNT(sex) FROM t", "SELECT COUNT(age), COUNT(*) FROM t"}, []string{"[[1000]]", "[[750]]", "[[900 1000]]"}},
+		{"drop", []string{"SELECT sex, COUNT(*), COUNT(age), AVG(age) FROM t GROUP BY sex"}, []string{"[[Female 500 400 47.05] [Male 250 250 48]]"}},
+		{"drop", []string{"SELECT COUNT(*) FROM t WHERE sex IS NOT NULL", "SELECT COUNT(*) FROM t WHERE sex IS NULL"}, []string{"[[750]]", "[[0]]"}},
+		{"drop", []string{"SELECT COUNT(*), SUM(1), SUM(age), AVG(age) FROM t"}, []string{"[[1000 1000 42300 47]]"}},
+		{"drop", []string{"SELECT COUNT(*) FROM t WHERE NOT (age > 30)"}, []string{"[[200]]"}},
+		{"drop", []string{"SELECT COUNT(*), COUNT(d.label) FROM t LEFT JOIN sexes d ON t.sex = d.code", "SELECT COUNT(*) FROM t JOIN sexes d ON t.sex = d.code"}, []string{"[[1000 750]]", "[[750]]"}},
+		{"drop", []string{"SELECT d.label, COUNT(*) FROM t LEFT JOIN sexes d ON t.sex = d.code GROUP BY d.label"}, []string{"[[F 500] [M 250]]"}},
+		{"cell", []string{"SELECT sex, COUNT(*), COUNT(sex) FROM t GROUP BY sex", "SELECT COUNT(*) FROM t WHERE sex IS NULL"}, []string{"[[Female 500 500] [Male 250 250] [<nil> 250 0]]", "[[250]]"}},
+		{"cell", []string{"SELECT d.label, COUNT(*) FROM t LEFT JOIN sexes d ON t.sex = d.code GROUP BY d.label"}, []string{"[[F 500] [M 250] [<nil> 250]]"}},
+	} {
+		e := nullsEngine(t, tc.policy)
+		rs, err := e.Answer(ctx, s, tc.batch)
+		if err != nil {
+			t.Fatalf("null: %s: %q: %v", tc.policy, tc.batch, err)
+		}
+		for i, r := range rs {
+			if got := fmt.Sprint(r.AllRows()); got != tc.want[i] {
+				t.Errorf("null: %s: %s (in %q) = %s, want %s", tc.policy, tc.batch[i], tc.batch, got, tc.want[i])
+			}
+		}
 	}
 }

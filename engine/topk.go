@@ -9,7 +9,6 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/exec"
-	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
@@ -179,7 +178,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 				utilities[r] = -utilities[r]
 			}
 		}
-		r := noise.NewRand()
+		r := e.newSampler()
 		chosen := r.TopK(utilities, int(*q.Source.Limit), epsNum, epsilonGrid, delta)
 		var m *measured
 		if plan != nil {

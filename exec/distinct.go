@@ -148,7 +148,7 @@ func valueAt(l compile.Linear, x []int) float64 {
 }
 
 // MeasureDistinct adds n's noise to every exact count.
-func MeasureDistinct(exact [][][]float64, n DistinctNoise, r *noise.Rand) *Answers {
+func MeasureDistinct(exact [][][]float64, n DistinctNoise, r Sampler) *Answers {
 	ans := &Answers{Values: make([][][]float64, len(exact)), Variance: make([][][]float64, len(exact))}
 	for q, aggs := range exact {
 		ans.Values[q] = make([][]float64, len(aggs))

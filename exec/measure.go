@@ -7,7 +7,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
-	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/planner"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -50,7 +49,7 @@ type Answers struct {
 // row of the protected table lies in one cell of each). Everything after
 // the noise (reconstruction, answering) is post-processing. The caller
 // must have charged ε or ρ first.
-func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
+func Measure(p *planner.Plan, x []float64, r Sampler) (*Answers, error) {
 	if len(x) != p.Workload.Cells() {
 		return nil, fmt.Errorf("exec: histogram has %d cells, workload %d", len(x), p.Workload.Cells())
 	}
@@ -59,11 +58,11 @@ func Measure(p *planner.Plan, x []float64, r *noise.Rand) (*Answers, error) {
 
 // MeasureCounts runs plan p on what Fetch counted, with fresh noise from r
 // (see Measure).
-func MeasureCounts(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
+func MeasureCounts(p *planner.Plan, c *Counts, r Sampler) (*Answers, error) {
 	return measure(p, c, r)
 }
 
-func measure(p *planner.Plan, c *Counts, r *noise.Rand) (*Answers, error) {
+func measure(p *planner.Plan, c *Counts, r Sampler) (*Answers, error) {
 	w := p.Workload
 	sizes := w.Sizes()
 	x := c.Product
