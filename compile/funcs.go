@@ -108,7 +108,7 @@ func (ev *evaluator) strings(args []val, f func([]string) val, extra ...val) (va
 
 func (ev *evaluator) stringFunc(name string, s []string) val {
 	num := func(i int) int {
-		n := mysqlNumber(s[i])
+		n := parser.MySQLNumber(s[i])
 		if math.IsNaN(n) {
 			return 0
 		}

@@ -294,7 +294,7 @@ func (qc *queryCompiler) post(e *parser.AggExpr) (*ExprNode, error) {
 	case e.Null:
 		return &ExprNode{Item: -1, Number: math.NaN()}, nil
 	case e.IsStr:
-		return &ExprNode{Item: -1, Number: mysqlNumber(e.Str)}, nil
+		return &ExprNode{Item: -1, Number: parser.MySQLNumber(e.Str)}, nil
 	}
 	return &ExprNode{Item: -1, Number: e.Number}, nil
 }

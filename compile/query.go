@@ -545,7 +545,7 @@ func keyName(k int) string { return fmt.Sprintf("\x00key%d", k) }
 // with a reference to that key, so that a function of the keys can be
 // evaluated from a row's labels.
 func (qc *queryCompiler) substitute(e parser.Expr) parser.Expr {
-	return rewriteExpr(e, func(x parser.Expr) (parser.Expr, bool) {
+	return parser.RewriteExpr(e, func(x parser.Expr) (parser.Expr, bool) {
 		for k, g := range qc.exprKeys {
 			if reflect.DeepEqual(g, x) {
 				return parser.Col{Name: keyName(k)}, true

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // vkind is what an expression is on one domain cell.
@@ -110,7 +111,7 @@ func literalVal(text string, quoted bool) val {
 	if n, err := strconv.ParseInt(t, 10, 64); err == nil && math.Abs(float64(n)) < 1<<53 {
 		return numVal(float64(n), tInt)
 	}
-	f := mysqlNumber(t)
+	f := parser.MySQLNumber(t)
 	v := numVal(f, tDouble)
 	if !strings.ContainsAny(t, "eE") {
 		v.typ = tDecimal
@@ -127,7 +128,7 @@ func toNumber(v val) val {
 	if v.kind != vStr {
 		return v
 	}
-	return numVal(mysqlNumber(v.str), tDouble)
+	return numVal(parser.MySQLNumber(v.str), tDouble)
 }
 
 // isNumeric reports whether s is a number as a whole (what a client
@@ -135,46 +136,6 @@ func toNumber(v val) val {
 func isNumeric(s string) bool {
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	return err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
-}
-
-// mysqlNumber converts a string to a number the way MySQL does in a
-// numeric context: the longest numeric prefix, 0 if there is none.
-func mysqlNumber(s string) float64 {
-	s = strings.TrimLeft(s, " \t\n\r")
-	digits := func(i int) int {
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-		return i
-	}
-	i := 0
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		i++
-	}
-	j := digits(i)
-	mant := j > i
-	if j < len(s) && s[j] == '.' {
-		k := digits(j + 1)
-		mant = mant || k > j+1
-		j = k
-	}
-	if !mant {
-		return 0
-	}
-	if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
-		k := j + 1
-		if k < len(s) && (s[k] == '+' || s[k] == '-') {
-			k++
-		}
-		if e := digits(k); e > k {
-			j = e
-		}
-	}
-	f, err := strconv.ParseFloat(strings.TrimSuffix(s[:j], "."), 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return 0
-	}
-	return f
 }
 
 // formatNumber is a number as MySQL shows it in a string context: an

@@ -67,9 +67,9 @@ func literal(e sqlparser.Expr) (Literal, litKind, error) {
 	return Literal{}, notLiteral, nil
 }
 
-// mysqlNumber converts a literal to a number the way MySQL does in a
+// MySQLNumber converts a literal to a number the way MySQL does in a
 // numeric context: the longest numeric prefix, 0 if there is none.
-func mysqlNumber(s string) float64 {
+func MySQLNumber(s string) float64 {
 	s = strings.TrimLeft(s, " \t\n\r")
 	digits := func(i int) int {
 		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
@@ -113,7 +113,7 @@ func compareLiterals(a, b Literal) int {
 	if a.Quoted && b.Quoted {
 		return strings.Compare(strings.ToLower(strings.TrimRight(a.Text, " ")), strings.ToLower(strings.TrimRight(b.Text, " ")))
 	}
-	x, y := mysqlNumber(a.Text), mysqlNumber(b.Text)
+	x, y := MySQLNumber(a.Text), MySQLNumber(b.Text)
 	switch {
 	case x < y:
 		return -1
@@ -299,7 +299,7 @@ func (b *selectBuilder) pred(e sqlparser.Expr) (Pred, error) {
 	}
 	switch kind {
 	case litValue:
-		return Const{Value: mysqlNumber(lit.Text) != 0}, nil
+		return Const{Value: MySQLNumber(lit.Text) != 0}, nil
 	case litNull:
 		return Truth{X: Value{Null: true}}, nil // UNKNOWN, also under NOT
 	}
@@ -510,7 +510,7 @@ func (b *selectBuilder) isExpr(e *sqlparser.IsExpr) (Pred, error) {
 	if x.kind == notLiteral {
 		return Truth{X: x.expr, Test: e.Operator}, nil
 	}
-	truth := x.kind == litValue && mysqlNumber(x.lit.Text) != 0
+	truth := x.kind == litValue && MySQLNumber(x.lit.Text) != 0
 	falsity := x.kind == litValue && !truth
 	switch e.Operator {
 	case sqlparser.IsTrueStr:
