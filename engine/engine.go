@@ -59,6 +59,8 @@ type Engine struct {
 	// measures holds the measurements released so far (known.go); nil
 	// when no store could be opened.
 	measures *measure.Store
+	// keys are the keys partition selection released (open.go).
+	keys keyStore
 }
 
 // New returns an Engine.
@@ -247,7 +249,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 				!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
 				j++
 			}
-			r, err := e.explain(ctx, s, t, parsed[i:j])
+			te, _, err := e.openTable(ctx, s, t, parsed[i:j], true)
+			if err != nil {
+				return nil, err
+			}
+			r, err := e.explain(ctx, s, te, parsed[i:j])
 			if err != nil {
 				return nil, err
 			}
@@ -261,7 +267,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
 			j++
 		}
-		rs, err := e.batch(ctx, s, t, parsed[i:j])
+		tb, sb, err := e.openTable(ctx, s, t, parsed[i:j], false)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := e.batch(ctx, sb, tb, parsed[i:j])
 		if err != nil {
 			return nil, err
 		}
@@ -311,8 +321,8 @@ func toFloat(v any) (float64, bool) {
 
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 	return []budget.Limit{
-		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta},
-		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta},
+		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
 	}
 }
 
