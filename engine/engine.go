@@ -250,6 +250,13 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 				j++
 			}
 			te, _, err := e.openTable(ctx, s, t, parsed[i:j], true)
+			var sx *selectionExplain
+			if errors.As(err, &sx) {
+				for r := sx.result(); i < j; i++ {
+					out = append(out, r)
+				}
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -308,8 +308,7 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 		return nil, nil, err
 	}
 	if explain {
-		return nil, nil, parser.Errorf(parser.CodeDPRefused, "EXPLAIN: GROUP BY %s first selects its keys: %s, releasing a key held by %d units with probability 50%% and by %d with 99%%, spending ε = %.6g, δ = %g; then the batch is measured at ε = %.6g",
-			c, m, m.UnitsFor(0.5), m.UnitsFor(0.99), m.Epsilon+budget.EpsilonFor(budget.Cost{Rho: m.Rho}, t.Budget.Delta), m.Delta, restEps)
+		return nil, nil, &selectionExplain{table: t, column: c, m: m, rest: restEps}
 	}
 	type kn struct {
 		k string
@@ -354,4 +353,38 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 		return outer(name)
 	}
 	return keys, &rest, nil
+}
+
+// selectionExplain is what EXPLAIN shows for a batch that must first
+// select an open column's keys: the measurement cannot be planned before
+// the keys are known, so the explanation is the selection's.
+type selectionExplain struct {
+	table  *catalog.Table
+	column string
+	m      *selection.Mechanism
+	rest   float64
+}
+
+func (x *selectionExplain) Error() string { return "partition selection to explain" }
+
+func (x *selectionExplain) result() *Result {
+	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
+	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
+	m := x.m
+	add("table", x.table.Name)
+	add("partition selection", fmt.Sprintf("GROUP BY %s: its keys are not yet released, so they are selected first", x.column))
+	add("mechanism", m.Kind)
+	add("max_groups", fmt.Sprint(m.MaxGroups))
+	add("threshold", fmt.Sprint(m.Threshold()))
+	add("units for 50% release", fmt.Sprint(m.UnitsFor(0.5)))
+	add("units for 99% release", fmt.Sprint(m.UnitsFor(0.99)))
+	eps := m.Epsilon
+	if m.Rho > 0 {
+		add("selection rho", fmt.Sprintf("%.6g", m.Rho))
+		eps = budget.EpsilonFor(budget.Cost{Rho: m.Rho}, x.table.Budget.Delta)
+	}
+	add("selection epsilon", fmt.Sprintf("%.6g", eps))
+	add("selection delta", fmt.Sprintf("%g", m.Delta))
+	add("measurement epsilon", fmt.Sprintf("%.6g (the rest of the batch's ε, over the released keys)", x.rest))
+	return res
 }

@@ -116,3 +116,21 @@ func TestOpenRefusals(t *testing.T) {
 		t.Fatalf("ledger %+v", es)
 	}
 }
+
+// EXPLAIN of an open GROUP BY shows the selection and spends nothing.
+func TestOpenExplain(t *testing.T) {
+	f := newFixtureCatalog(t, openYAML)
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	r := f.answer(t, s, "EXPLAIN SELECT occupation, COUNT(*) FROM adult GROUP BY occupation")
+	got := map[string]string{}
+	for _, row := range r.Rows {
+		got[row[0].(string)] = row[1].(string)
+	}
+	if got["mechanism"] != "truncated_geometric" || got["units for 50% release"] != "14" || got["units for 99% release"] != "18" ||
+		got["selection epsilon"] != "1" || got["selection delta"] != "1e-06" {
+		t.Errorf("EXPLAIN rows %v", got)
+	}
+	if es := f.entries(t); len(es) != 0 {
+		t.Fatalf("EXPLAIN charged: %+v", es)
+	}
+}
