@@ -35,6 +35,7 @@ const entryDomain = "dpproxy-ledger-entry/v1"
 //	str(QueryDigest)
 //	str(PrevHash)
 //	[str("unit")  str(unit JSON)]   only for a charge under a privacy unit
+//	[str("delta") u64(Float64bits(Cost.Delta))]   only for a charge that spends δ
 //
 // where u32/u64 are big-endian unsigned integers and str(s) is u64(len(s))
 // followed by the bytes of s. Costs enter by their exact IEEE 754 bits. The
@@ -69,6 +70,12 @@ func hashEntry(e *Entry, ts string) string {
 		str("unit")
 		str(unit)
 	}
+	// Likewise a charge that spends δ; entries written before δ was
+	// accounted spent none and keep their hashes.
+	if e.Cost.Delta != 0 {
+		str("delta")
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.Cost.Delta))
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -82,7 +89,7 @@ func scanEntries(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(
 		return fmt.Errorf("query entries: %w", err)
 	}
 	defer rows.Close()
-	raw := make([]any, 14)
+	raw := make([]any, 15)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -151,6 +158,7 @@ func decodeEntry(raw []any) (Entry, string, error) {
 	e.PrevHash = text(11, "prev_hash")
 	e.Hash = text(12, "hash")
 	unit := text(13, "unit_json")
+	e.Cost.Delta = num(14, "delta")
 	if err != nil {
 		return e, "", err
 	}
@@ -265,7 +273,7 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 		return 0, "", &TamperError{Seq: n, Reason: "the head hash does not match the last entry"}
 	}
 
-	rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho FROM spent ORDER BY table_name, user_name")
+	rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent ORDER BY table_name, user_name")
 	if err != nil {
 		return 0, "", fmt.Errorf("query spent: %w", err)
 	}
@@ -274,16 +282,17 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 	for rows.Next() {
 		var k scope
 		var c Cost
-		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho); err != nil {
+		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
 			return 0, "", &TamperError{Reason: "undecodable spent row: " + err.Error()}
 		}
 		want, ok := sum[k]
 		if !ok {
 			return 0, "", &TamperError{Reason: fmt.Sprintf("spent aggregate has a row for %s that no entry explains", k)}
 		}
-		if math.Float64bits(c.Epsilon) != math.Float64bits(want.Epsilon) || math.Float64bits(c.Rho) != math.Float64bits(want.Rho) {
-			return 0, "", &TamperError{Reason: fmt.Sprintf("spent aggregate for %s is ε=%g ρ=%g but the entries add up to ε=%g ρ=%g",
-				k, c.Epsilon, c.Rho, want.Epsilon, want.Rho)}
+		if math.Float64bits(c.Epsilon) != math.Float64bits(want.Epsilon) || math.Float64bits(c.Rho) != math.Float64bits(want.Rho) ||
+			math.Float64bits(c.Delta) != math.Float64bits(want.Delta) {
+			return 0, "", &TamperError{Reason: fmt.Sprintf("spent aggregate for %s is ε=%g ρ=%g δ=%g but the entries add up to ε=%g ρ=%g δ=%g",
+				k, c.Epsilon, c.Rho, c.Delta, want.Epsilon, want.Rho, want.Delta)}
 		}
 		seen[k] = true
 	}

@@ -10,7 +10,11 @@
 // part (Gaussian), each composed by addition. Only when a total is compared
 // with a limit is it converted to ε at the limit's δ, by [EpsilonFor].
 // Converting the composed total once is tighter than adding per-release
-// (ε, δ) values. Entries record ε and ρ, not δ: δ belongs to the limit.
+// (ε, δ) values. Two δ's are kept apart: the δ at which ρ is converted
+// belongs to the limit (Limit.Delta) and is never spent, while the δ that
+// (ε, δ) mechanisms spend (DP partition selection) is part of the Cost,
+// recorded in each entry, composed by addition and bounded by the limit's
+// δ budget (Limit.MaxDelta); [DeltaFor] states the resulting guarantee.
 //
 // # Ledger
 //

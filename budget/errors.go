@@ -3,12 +3,14 @@ package budget
 import "fmt"
 
 // ExceededError is returned by [Ledger.Charge] when a charge would overspend
-// a limit. Nothing was appended. All amounts are ε at Limit.Delta.
+// a limit. Nothing was appended. All amounts are ε at Limit.Delta, or, when
+// Delta is set, δ spent against Limit.MaxDelta.
 type ExceededError struct {
 	Limit     Limit   // the first limit (in the order given) that would be exceeded
-	Spent     float64 // ε already spent in the limit's scope
-	Requested float64 // ε of this charge on its own
-	Remaining float64 // Limit.Epsilon − Spent, never negative
+	Delta     bool    // the δ budget, not the ε budget, would be exceeded
+	Spent     float64 // ε (δ) already spent in the limit's scope
+	Requested float64 // ε (δ) of this charge on its own
+	Remaining float64 // Limit.Epsilon (MaxDelta) − Spent, never negative
 }
 
 func (e *ExceededError) Error() string {
@@ -22,6 +24,10 @@ func (e *ExceededError) Error() string {
 		who = fmt.Sprintf("user %s (all tables)", e.Limit.User)
 	default:
 		who = fmt.Sprintf("scope %q", e.Limit.Scope)
+	}
+	if e.Delta {
+		return fmt.Sprintf("privacy budget exceeded for %s: requested δ=%.6g, remaining δ=%.6g",
+			who, e.Requested, e.Remaining)
 	}
 	return fmt.Sprintf("privacy budget exceeded for %s: requested ε=%.6g, remaining ε=%.6g",
 		who, e.Requested, e.Remaining)

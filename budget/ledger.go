@@ -49,14 +49,18 @@ const genesisHash = "00000000000000000000000000000000000000000000000000000000000
 const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Limit is a budget in ε at Delta (δ is used only to convert a ρ-zCDP part;
-// it may be 0 where only pure ε is ever spent). A limit of 0 refuses every
-// charge with a positive cost.
+// it may be 0 where only pure ε is ever spent), and in δ spent: MaxDelta
+// bounds the sum of the charges' Cost.Delta (partition selection). A limit
+// of 0 refuses every charge with a positive cost; a MaxDelta of 0 refuses
+// every charge that spends δ. The δ budget is checked only for charges
+// that spend δ, so a scope whose δ is used up keeps answering the rest.
 type Limit struct {
-	Scope   string // ScopeUserTable (User+Table), ScopeTable (Table), ScopeUser (User)
-	User    string
-	Table   string
-	Epsilon float64
-	Delta   float64
+	Scope    string // ScopeUserTable (User+Table), ScopeTable (Table), ScopeUser (User)
+	User     string
+	Table    string
+	Epsilon  float64
+	Delta    float64
+	MaxDelta float64
 }
 
 // Charge describes one release: who, on which tables, how, and at what cost.
@@ -164,17 +168,17 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 		if err != nil {
 			return err
 		}
-		q := "INSERT INTO spent (user_name, table_name, epsilon, rho) VALUES "
-		args := make([]any, 0, 4*len(scopes))
+		q := "INSERT INTO spent (user_name, table_name, epsilon, rho, delta) VALUES "
+		args := make([]any, 0, 5*len(scopes))
 		for i, k := range scopes {
 			if i > 0 {
 				q += ", "
 			}
-			q += "(?, ?, ?, ?)"
+			q += "(?, ?, ?, ?, ?)"
 			n := cur[k].Add(c.Cost)
-			args = append(args, k.user, k.table, n.Epsilon, n.Rho)
+			args = append(args, k.user, k.table, n.Epsilon, n.Rho, n.Delta)
 		}
-		q += " ON CONFLICT (user_name, table_name) DO UPDATE SET epsilon = excluded.epsilon, rho = excluded.rho"
+		q += " ON CONFLICT (user_name, table_name) DO UPDATE SET epsilon = excluded.epsilon, rho = excluded.rho, delta = excluded.delta"
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("update spent: %w", err)
 		}
@@ -191,7 +195,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 		return Entry{}, fmt.Errorf("budget: charge: %w", err)
 	}
 	l.log.DebugContext(ctx, "charged", "seq", out.Seq, "user", c.User, "tables", c.Tables,
-		"epsilon", c.Cost.Epsilon, "rho", c.Cost.Rho)
+		"epsilon", c.Cost.Epsilon, "rho", c.Cost.Rho, "delta", c.Cost.Delta)
 	return out, nil
 }
 
@@ -209,7 +213,7 @@ func (l *Ledger) Record(ctx context.Context, kind string, c Charge) (Entry, erro
 		return Entry{}, fmt.Errorf("budget: record: %w", err)
 	}
 	if !c.Cost.IsZero() {
-		return Entry{}, fmt.Errorf("budget: record: a %s entry costs nothing, got ε=%g ρ=%g (use Charge)", kind, c.Cost.Epsilon, c.Cost.Rho)
+		return Entry{}, fmt.Errorf("budget: record: a %s entry costs nothing, got ε=%g ρ=%g δ=%g (use Charge)", kind, c.Cost.Epsilon, c.Cost.Rho, c.Cost.Delta)
 	}
 	var out Entry
 	err = l.write(ctx, func(tx *sql.Tx) error {
@@ -257,10 +261,10 @@ func (l *Ledger) appendEntry(ctx context.Context, tx *sql.Tx, kind string, c Cha
 		return Entry{}, fmt.Errorf("encode unit: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO entries
-		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts, e.Kind, c.User, int64(c.ConnID), string(tables), c.Mechanism, c.Strategy,
-		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash, unit); err != nil {
+		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash, unit, c.Cost.Delta); err != nil {
 		return Entry{}, fmt.Errorf("insert entry %d: %w", e.Seq, err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE head SET seq = ?, hash = ? WHERE id = 1", e.Seq, e.Hash); err != nil {
@@ -277,8 +281,8 @@ func (l *Ledger) Spent(ctx context.Context, user, table string) (Cost, error) {
 		return Cost{}, errors.New("budget: spent: user or table must be given")
 	}
 	var c Cost
-	err := l.db.QueryRowContext(ctx, "SELECT epsilon, rho FROM spent WHERE user_name = ? AND table_name = ?",
-		user, table).Scan(&c.Epsilon, &c.Rho)
+	err := l.db.QueryRowContext(ctx, "SELECT epsilon, rho, delta FROM spent WHERE user_name = ? AND table_name = ?",
+		user, table).Scan(&c.Epsilon, &c.Rho, &c.Delta)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Cost{}, nil
 	}
@@ -288,7 +292,7 @@ func (l *Ledger) Spent(ctx context.Context, user, table string) (Cost, error) {
 	return c, nil
 }
 
-const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json`
+const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta`
 
 // Entries returns the entries selected by f in ascending Seq order.
 func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
@@ -412,7 +416,7 @@ func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, er
 		where[i] = "(user_name = ? AND table_name = ?)"
 		args = append(args, k.user, k.table)
 	}
-	rows, err := q.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho FROM spent WHERE "+
+	rows, err := q.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent WHERE "+
 		strings.Join(where, " OR "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spent: %w", err)
@@ -422,7 +426,7 @@ func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, er
 	for rows.Next() {
 		var k scope
 		var c Cost
-		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho); err != nil {
+		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
 			return nil, fmt.Errorf("read spent: %w", err)
 		}
 		out[k] = c
@@ -438,6 +442,22 @@ func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, er
 func checkLimits(c Charge, limits []Limit, cur map[scope]Cost) error {
 	for _, lim := range limits {
 		s := cur[limitScope(lim)]
+		// δ is checked only when the charge spends some, so that a scope
+		// whose δ budget is used up (or lowered below its spend) still
+		// answers everything that spends none.
+		if c.Cost.Delta > 0 && s.Delta+c.Cost.Delta > lim.MaxDelta*(1+relTol) {
+			remaining := lim.MaxDelta - s.Delta
+			if remaining <= lim.MaxDelta*relTol {
+				remaining = 0
+			}
+			return &ExceededError{
+				Limit:     lim,
+				Delta:     true,
+				Spent:     s.Delta,
+				Requested: c.Cost.Delta,
+				Remaining: remaining,
+			}
+		}
 		after := EpsilonFor(s.Add(c.Cost), lim.Delta)
 		if math.IsInf(after, 1) {
 			return fmt.Errorf("limit %s (user %q, table %q) has δ=%g: a ρ-zCDP spend needs δ in (0,1)",
@@ -493,6 +513,9 @@ func checkLimit(lim Limit, c Charge) error {
 	}
 	if math.IsNaN(lim.Delta) || lim.Delta < 0 || lim.Delta >= 1 {
 		return fmt.Errorf("limit %s: δ=%g must be in [0,1)", lim.Scope, lim.Delta)
+	}
+	if math.IsNaN(lim.MaxDelta) || lim.MaxDelta < 0 || lim.MaxDelta >= 1 {
+		return fmt.Errorf("limit %s: δ budget %g must be in [0,1)", lim.Scope, lim.MaxDelta)
 	}
 	userOK := lim.User != "" && lim.User == c.User
 	tableOK := lim.Table != "" && slices.Contains(c.Tables, lim.Table)
@@ -551,13 +574,16 @@ func normaliseCharge(c Charge, charging bool) (Charge, error) {
 	for _, f := range [...]struct {
 		name string
 		p    *float64
-	}{{"ε", &c.Cost.Epsilon}, {"ρ", &c.Cost.Rho}} {
+	}{{"ε", &c.Cost.Epsilon}, {"ρ", &c.Cost.Rho}, {"δ", &c.Cost.Delta}} {
 		if math.IsNaN(*f.p) || math.IsInf(*f.p, 0) || *f.p < 0 {
 			return Charge{}, fmt.Errorf("cost %s=%g must be finite and non-negative", f.name, *f.p)
 		}
 		if *f.p == 0 {
 			*f.p = 0 // -0 has other bits
 		}
+	}
+	if c.Cost.Delta >= 1 {
+		return Charge{}, fmt.Errorf("cost δ=%g must be below 1", c.Cost.Delta)
 	}
 	if reason := checkUnit(c); reason != "" {
 		return Charge{}, errors.New(reason)

@@ -35,7 +35,8 @@ func keyOf(l Limit) limitKey { return limitKey{l.Scope, l.User, l.Table} }
 
 func sameLimit(a, b Limit) bool {
 	return math.Float64bits(a.Epsilon) == math.Float64bits(b.Epsilon) &&
-		math.Float64bits(a.Delta) == math.Float64bits(b.Delta)
+		math.Float64bits(a.Delta) == math.Float64bits(b.Delta) &&
+		math.Float64bits(a.MaxDelta) == math.Float64bits(b.MaxDelta)
 }
 
 // RecordLimits records budget changes on the hash chain, so that the
@@ -54,7 +55,8 @@ func sameLimit(a, b Limit) bool {
 // Each entry has Kind KindLimits, zero cost, User = the limit's User, Tables
 // = [the limit's Table] (none for ScopeUser), Mechanism MechanismLimit and
 // Strategy "scope=<scope> epsilon=<ε> delta=<δ> previous_epsilon=<ε>
-// previous_delta=<δ>" (numbers in Go's shortest 'g' form); see
+// previous_delta=<δ>", followed by " max_delta=<δ> previous_max_delta=<δ>"
+// when either δ budget is set (numbers in Go's shortest 'g' form); see
 // ParseLimitEntry. It returns the changes it recorded, in the order of
 // limits.
 func (l *Ledger) RecordLimits(ctx context.Context, limits, base []Limit) ([]LimitChange, error) {
@@ -159,7 +161,19 @@ func ParseLimitEntry(e Entry) (LimitChange, bool) {
 	ch.Limit.Delta, ok2 = num("delta")
 	ch.Previous.Epsilon, ok3 = num("previous_epsilon")
 	ch.Previous.Delta, ok4 = num("previous_delta")
-	if !(ok1 && ok2 && ok3 && ok4) || len(kv) != 5 {
+	if !(ok1 && ok2 && ok3 && ok4) {
+		return LimitChange{}, false
+	}
+	switch len(kv) {
+	case 5:
+	case 7:
+		var ok5, ok6 bool
+		ch.Limit.MaxDelta, ok5 = num("max_delta")
+		ch.Previous.MaxDelta, ok6 = num("previous_max_delta")
+		if !ok5 || !ok6 {
+			return LimitChange{}, false
+		}
+	default:
 		return LimitChange{}, false
 	}
 	ch.Limit.Scope, ch.Limit.User = kv["scope"], e.User
@@ -178,8 +192,13 @@ func ParseLimitEntry(e Entry) (LimitChange, bool) {
 
 func limitStrategy(lim, prev Limit) string {
 	g := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-	return fmt.Sprintf("scope=%s epsilon=%s delta=%s previous_epsilon=%s previous_delta=%s",
+	s := fmt.Sprintf("scope=%s epsilon=%s delta=%s previous_epsilon=%s previous_delta=%s",
 		lim.Scope, g(lim.Epsilon), g(lim.Delta), g(prev.Epsilon), g(prev.Delta))
+	// Limits without a δ budget are written as before δ was accounted.
+	if lim.MaxDelta != 0 || prev.MaxDelta != 0 {
+		s += fmt.Sprintf(" max_delta=%s previous_max_delta=%s", g(lim.MaxDelta), g(prev.MaxDelta))
+	}
+	return s
 }
 
 // validRule checks a limit as a catalog rule (User may be "": every user).
@@ -189,6 +208,9 @@ func validRule(lim Limit) error {
 	}
 	if math.IsNaN(lim.Delta) || lim.Delta < 0 || lim.Delta >= 1 {
 		return fmt.Errorf("limit %s: δ=%g must be in [0,1)", lim.Scope, lim.Delta)
+	}
+	if math.IsNaN(lim.MaxDelta) || lim.MaxDelta < 0 || lim.MaxDelta >= 1 {
+		return fmt.Errorf("limit %s: δ budget %g must be in [0,1)", lim.Scope, lim.MaxDelta)
 	}
 	if strings.ContainsAny(lim.Scope, " =") {
 		return fmt.Errorf("limit scope %q", lim.Scope)

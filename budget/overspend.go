@@ -10,7 +10,8 @@ import (
 type OverspendError struct {
 	Seq   int64
 	Limit Limit
-	Spent float64 // ε at the limit's δ after the charge
+	Delta bool    // the δ budget (Limit.MaxDelta), not ε, was exceeded
+	Spent float64 // ε at the limit's δ (or δ spent) after the charge
 }
 
 func (e *OverspendError) Error() string {
@@ -22,6 +23,9 @@ func (e *OverspendError) Error() string {
 		who = fmt.Sprintf("table %s (all users)", e.Limit.Table)
 	case ScopeUser:
 		who = fmt.Sprintf("user %s (all tables)", e.Limit.User)
+	}
+	if e.Delta {
+		return fmt.Sprintf("entry %d overspends %s: spent δ=%.6g, limit δ=%g", e.Seq, who, e.Spent, e.Limit.MaxDelta)
 	}
 	return fmt.Sprintf("entry %d overspends %s: spent ε=%.6g, limit ε=%g", e.Seq, who, e.Spent, e.Limit.Epsilon)
 }
@@ -65,6 +69,10 @@ func CheckSpending(entries []Entry, current []Limit) error {
 		s := EpsilonFor(spent[k], lim.Delta)
 		if s > lim.Epsilon*(1+1e-9) {
 			return &OverspendError{Seq: e.Seq, Limit: lim, Spent: s}
+		}
+		// As Charge: δ is checked for charges that spend some.
+		if c.Delta > 0 && spent[k].Delta > lim.MaxDelta*(1+1e-9) {
+			return &OverspendError{Seq: e.Seq, Limit: lim, Delta: true, Spent: spent[k].Delta}
 		}
 		return nil
 	}

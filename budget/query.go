@@ -235,7 +235,7 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 		// the fraction.
 		rows, err := tx.QueryContext(ctx, `SELECT
 			(unixepoch(substr(time, 1, 19)) * 1000 + CAST(substr(time, 21, 3) AS INTEGER) - ?) / ? AS b, user_name,
-			SUM(epsilon), SUM(rho), COUNT(*) FROM entries`+where+` GROUP BY b, user_name ORDER BY b, user_name`,
+			SUM(epsilon), SUM(rho), SUM(delta), COUNT(*) FROM entries`+where+` GROUP BY b, user_name ORDER BY b, user_name`,
 			append([]any{origin, width}, args...)...)
 		if err != nil {
 			return fmt.Errorf("sum per bucket: %w", err)
@@ -244,7 +244,7 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 		for rows.Next() {
 			var b int64
 			var p SpendPoint
-			if err := rows.Scan(&b, &p.User, &p.Cost.Epsilon, &p.Cost.Rho, &p.Charges); err != nil {
+			if err := rows.Scan(&b, &p.User, &p.Cost.Epsilon, &p.Cost.Rho, &p.Cost.Delta, &p.Charges); err != nil {
 				return fmt.Errorf("sum per bucket: %w", err)
 			}
 			p.Start = time.UnixMilli(origin + b*width).UTC()
@@ -330,14 +330,14 @@ func Coarsen(s Series, n int) Series {
 func (l *Ledger) SpentRows(ctx context.Context) ([]SpentRow, error) {
 	var out []SpentRow
 	err := l.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho FROM spent ORDER BY table_name, user_name")
+		rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent ORDER BY table_name, user_name")
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var r SpentRow
-			if err := rows.Scan(&r.User, &r.Table, &r.Cost.Epsilon, &r.Cost.Rho); err != nil {
+			if err := rows.Scan(&r.User, &r.Table, &r.Cost.Epsilon, &r.Cost.Rho, &r.Cost.Delta); err != nil {
 				return err
 			}
 			out = append(out, r)

@@ -23,7 +23,7 @@ import (
 const busyTimeout = 10 * time.Second
 
 // schemaVersion is stored in PRAGMA user_version.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Ledger is the privacy ledger: an append-only, hash-chained table in its own
 // SQLite file. It is safe for concurrent use, and several Ledgers (in one
@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS entries (
 	query_digest TEXT    NOT NULL,
 	prev_hash    TEXT    NOT NULL,
 	hash         TEXT    NOT NULL,
-	unit_json    TEXT    NOT NULL DEFAULT ''
+	unit_json    TEXT    NOT NULL DEFAULT '',
+	delta        REAL    NOT NULL DEFAULT 0
 ) STRICT;
 CREATE INDEX IF NOT EXISTS entries_user ON entries (user_name, seq);
 CREATE INDEX IF NOT EXISTS entries_time ON entries (time);
@@ -82,6 +83,7 @@ CREATE TABLE IF NOT EXISTS spent (
 	table_name TEXT NOT NULL,
 	epsilon    REAL NOT NULL,
 	rho        REAL NOT NULL,
+	delta      REAL NOT NULL DEFAULT 0,
 	PRIMARY KEY (user_name, table_name)
 ) WITHOUT ROWID, STRICT;
 CREATE TABLE IF NOT EXISTS head (
@@ -219,6 +221,19 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 	if hasUnit == 0 {
 		if _, err := tx.ExecContext(ctx, "ALTER TABLE entries ADD COLUMN unit_json TEXT NOT NULL DEFAULT ''"); err != nil {
 			return fmt.Errorf("upgrade schema: %w", err)
+		}
+	}
+	// Version 3 adds the δ a charge spends (Cost.Delta) to entries and to
+	// the spent aggregate; older entries spent none and keep their hashes.
+	for _, tc := range [...][2]string{{"entries", "delta"}, {"spent", "delta"}} {
+		var has int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info('"+tc[0]+"') WHERE name = ?", tc[1]).Scan(&has); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+tc[0]+" ADD COLUMN "+tc[1]+" REAL NOT NULL DEFAULT 0"); err != nil {
+				return fmt.Errorf("upgrade schema: %w", err)
+			}
 		}
 	}
 	// The head row is created with the ledger, never recreated: a missing

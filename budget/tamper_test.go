@@ -79,9 +79,9 @@ func forge(t *testing.T, path string, e Entry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		e.Seq, ts, e.Kind, e.User, e.ConnID, tables, e.Mechanism, e.Strategy,
-		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit); err != nil {
+		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit, e.Cost.Delta); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,13 +140,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, 7, "beyond the head"},
 		{"(e) append a forged entry with a made-up hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, `INSERT INTO entries SELECT 7, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, 'ab', unit_json FROM entries WHERE seq = 6`)
+				strategy, epsilon, rho, query_digest, hash, 'ab', unit_json, delta FROM entries WHERE seq = 6`)
 		}, 7, "hash does not match"},
 		{"(e) insert a forged entry in the middle", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
 				"UPDATE entries SET seq = seq - 99 WHERE seq >= 100",
 				`INSERT INTO entries SELECT 4, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, hash, unit_json FROM entries WHERE seq = 3`)
+				strategy, epsilon, rho, query_digest, hash, hash, unit_json, delta FROM entries WHERE seq = 3`)
 		}, 4, "hash does not match"},
 		{"(e) insert a forged entry in the middle with a valid hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
@@ -177,7 +177,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			rawExec(t, p, "DELETE FROM spent WHERE user_name = 'bob' AND table_name = ''")
 		}, 0, "no row"},
 		{"add a spent row", func(t *testing.T, p string, _ []Entry) {
-			rawExec(t, p, "INSERT INTO spent VALUES ('carol', 'adult', 0, 0)")
+			rawExec(t, p, "INSERT INTO spent VALUES ('carol', 'adult', 0, 0, 0)")
 		}, 0, "no entry explains"},
 		{"move the head back", func(t *testing.T, p string, _ []Entry) {
 			rawExec(t, p, "UPDATE head SET seq = 5")
@@ -260,7 +260,7 @@ func TestSignedHeadExposesConsistentRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if _, err := db.Exec("INSERT INTO spent VALUES (?, ?, ?, ?)", r.User, r.Table, r.Cost.Epsilon, r.Cost.Rho); err != nil {
+		if _, err := db.Exec("INSERT INTO spent VALUES (?, ?, ?, ?, ?)", r.User, r.Table, r.Cost.Epsilon, r.Cost.Rho, r.Cost.Delta); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -126,6 +126,11 @@ type Own struct {
 	Default float64     `json:"default_epsilon"`
 	Max     float64     `json:"max_epsilon,omitempty"`
 	Cost    budget.Cost `json:"spent"`
+	// RemainingDelta is the δ budget (Delta) less the δ partition
+	// selection spent (Cost.Delta), never negative; DeltaPerQuery the δ of
+	// one selection unless the session sets @dp_delta.
+	RemainingDelta float64 `json:"remaining_delta"`
+	DeltaPerQuery  float64 `json:"delta_per_query"`
 }
 
 // Mine is the analyst's view: user's own budget on every table of the
@@ -153,7 +158,8 @@ func Mine(ctx context.Context, cat *catalog.Catalog, l Ledger, user string) ([]O
 			m = u.MaxEpsilon
 		}
 		out = append(out, Own{Table: t.Name, Limit: t.Budget.PerUser, Delta: t.Budget.Delta, Spent: s,
-			Remaining: math.Max(0, t.Budget.PerUser-s), Default: def, Max: m, Cost: c})
+			Remaining: math.Max(0, t.Budget.PerUser-s), Default: def, Max: m, Cost: c,
+			RemainingDelta: math.Max(0, t.Budget.Delta-c.Delta), DeltaPerQuery: t.Budget.DeltaPerQuery})
 	}
 	return out, nil
 }

@@ -145,12 +145,33 @@ type Budget struct {
 	PerUser         float64 // ε per (user, table)
 	DefaultPerQuery float64 // ε one batch spends unless the session sets @dp_epsilon
 	MaxPerQuery     float64 // largest ε one batch may spend (0: no limit beyond the budgets)
-	Delta           float64 // δ for converting ρ-zCDP to (ε, δ) on Gaussian tables
+	// Delta is the table's δ budget: the most δ that partition selection
+	// (GROUP BY an open column) may spend on the table, over all users and
+	// for each user. On Gaussian tables it is also the δ at which ρ-zCDP
+	// is converted to (ε, δ); that δ is never spent, so a Gaussian table's
+	// guarantee is (total, 2·delta) at most. DefaultDelta unless set.
+	Delta float64
+	// DeltaPerQuery is the δ one partition selection spends unless the
+	// session sets @dp_delta (min(DefaultDeltaPerQuery, Delta) unless set).
+	DeltaPerQuery float64
+	// SelectionShare is the share of a batch's ε that partition selection
+	// spends when the batch groups by an open column whose keys are not
+	// yet released; the rest measures the released keys' aggregates.
+	SelectionShare float64
 	// TopKSelectionShare is the share of a top-k query's ε spent on
 	// selecting the groups (exponential mechanism); the rest measures the
 	// selected groups' aggregates when the query selects them.
 	TopKSelectionShare float64
 }
+
+// Defaults of the δ budget (budget.delta), of one selection's δ
+// (budget.delta_per_query) and of the selection's share of ε
+// (budget.selection_share).
+const (
+	DefaultDelta          = 1e-5
+	DefaultDeltaPerQuery  = 1e-6
+	DefaultSelectionShare = 0.5
+)
 
 // DefaultTopKSelectionShare splits a top-k query's ε evenly between
 // selection and counting.
@@ -289,6 +310,14 @@ type Column struct {
 	Null Policy
 	// OutOfDomain is PolicyDrop, PolicyClamp (ranges only) or PolicyOther.
 	OutOfDomain Policy
+	// Open marks a column with no public list of values (type: text, or
+	// type: integer with open: true; open.go). Its Kind is Categorical with
+	// no Values: a batch sees it only through a copy whose Values are
+	// public (released keys, or the literals a predicate names).
+	Open bool
+	// OpenInteger is an open column of integers (ids): keys are their
+	// decimal text.
+	OpenInteger bool
 	// DroppedCell, set on a batch's copy of the column (WithDroppedCell),
 	// counts the values the policies drop in a trailing hidden cell instead
 	// of leaving their rows out of the histogram, so that an aggregate of

@@ -801,7 +801,7 @@ func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
 
 func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {
 	var b Budget
-	f, ok := p.fields(n, "total", "per_user", "default_per_query", "max_per_query", "delta", "topk_selection_share")
+	f, ok := p.fields(n, "total", "per_user", "default_per_query", "max_per_query", "delta", "delta_per_query", "topk_selection_share", "selection_share")
 	if !ok {
 		return b
 	}
@@ -845,12 +845,22 @@ func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {
 		p.errorf(maxN.line, maxN.path, "must be ≤ per_user (%s)", num(perUser))
 	}
 
+	b.SelectionShare = DefaultSelectionShare
+	if sn, has := f["selection_share"]; has {
+		if x, ok := p.number(sn); ok {
+			if x <= 0 || x >= 1 {
+				p.errorf(sn.line, sn.path, "must be in (0, 1) (got %s)", num(x))
+			} else {
+				b.SelectionShare = x
+			}
+		}
+	}
 	dn, has := f["delta"]
 	switch {
 	case !noiseOK:
 	case noise == Gaussian && !has:
 		p.errorf(n.line, join(n.path, "delta"), "required when noise is gaussian")
-	case noise == Gaussian:
+	case has:
 		if d, ok := p.number(dn); ok {
 			if d <= 0 || d >= 1 {
 				p.errorf(dn.line, dn.path, "must be in (0, 1) (got %s)", num(d))
@@ -858,15 +868,28 @@ func (p *parser) budget(n node, noise NoiseFamily, noiseOK bool) Budget {
 				b.Delta = d
 			}
 		}
-	case has:
-		p.errorf(dn.line, dn.path, "only used when noise is gaussian (this table's noise is %s)", noise)
+	default:
+		b.Delta = DefaultDelta
+	}
+	b.DeltaPerQuery = min(DefaultDeltaPerQuery, b.Delta)
+	if qn, has := f["delta_per_query"]; has {
+		if d, ok := p.number(qn); ok {
+			switch {
+			case d <= 0 || d >= 1:
+				p.errorf(qn.line, qn.path, "must be in (0, 1) (got %s)", num(d))
+			case b.Delta > 0 && d > b.Delta:
+				p.errorf(qn.line, qn.path, "must be ≤ delta (%s)", num(b.Delta))
+			default:
+				b.DeltaPerQuery = d
+			}
+		}
 	}
 	return b
 }
 
 func (p *parser) column(e entry) *Column {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "type", "min", "max", "width", "edges", "values", "null", "out_of_domain")
+	f, ok := p.fields(e.val, "type", "min", "max", "width", "edges", "values", "null", "out_of_domain", "open")
 	if !ok {
 		return nil
 	}
@@ -876,9 +899,22 @@ func (p *parser) column(e entry) *Column {
 		p.required(e.val, "type")
 		return nil
 	}
-	typ, ok := p.word(tn, "integer", "numeric", "categorical", "date", "datetime", "timestamp")
+	typ, ok := p.word(tn, "integer", "numeric", "categorical", "date", "datetime", "timestamp", "text")
 	if !ok {
 		return nil
+	}
+	if on, has := f["open"]; has {
+		w, good := p.word(on, "true", "false")
+		b := w == "true"
+		switch {
+		case !good:
+			return nil
+		case typ != "integer" && typ != "text":
+			p.errorf(on.line, on.path, "only integer columns are opened (a text column is open already)")
+			return nil
+		case b && typ == "integer":
+			typ = "open integer"
+		}
 	}
 	notFor := func(keys ...string) {
 		for _, k := range keys {
@@ -889,6 +925,10 @@ func (p *parser) column(e entry) *Column {
 	}
 	valid := true
 	switch typ {
+	case "text", "open integer":
+		// An open column (open.go): no public list of values.
+		c.Kind, c.Open, c.OpenInteger = Categorical, true, typ == "open integer"
+		notFor("min", "max", "width", "edges", "values", "out_of_domain")
 	case "integer":
 		c.Kind = IntegerRange
 		notFor("edges", "values")

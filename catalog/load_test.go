@@ -49,7 +49,7 @@ func TestParseValid(t *testing.T) {
 	if tb.Name != "orders" || tb.Source != "main" || tb.SourceTable != "raw_orders" || tb.Noise != Gaussian {
 		t.Errorf("table %+v", tb)
 	}
-	if want := (Budget{Total: 10, PerUser: 5, DefaultPerQuery: 0.1, MaxPerQuery: 1, Delta: 1e-9, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
+	if want := (Budget{Total: 10, PerUser: 5, DefaultPerQuery: 0.1, MaxPerQuery: 1, Delta: 1e-9, DeltaPerQuery: 1e-9, SelectionShare: DefaultSelectionShare, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
 		t.Errorf("budget %+v, want %+v", tb.Budget, want)
 	}
 	want := []*Column{
@@ -134,9 +134,9 @@ func TestParseErrors(t *testing.T) {
 		{"missing type", edit(age, "      age: {min: 17, max: 90}"),
 			"catalog.yaml:11: tables.orders.columns.age.type: required"},
 		{"bad type", edit(age, "      age: {type: int, min: 17, max: 90}"),
-			`catalog.yaml:11: tables.orders.columns.age.type: must be one of integer, numeric, categorical, date, datetime, timestamp (got "int")`},
+			`catalog.yaml:11: tables.orders.columns.age.type: must be one of integer, numeric, categorical, date, datetime, timestamp, text (got "int")`},
 		{"unknown column key", edit(age, "      age: {type: integer, min: 17, max: 90, wdith: 1}"),
-			"catalog.yaml:11: tables.orders.columns.age.wdith: unknown key (expected one of type, min, max, width, edges, values, null, out_of_domain)"},
+			"catalog.yaml:11: tables.orders.columns.age.wdith: unknown key (expected one of type, min, max, width, edges, values, null, out_of_domain, open)"},
 		{"key of other type", edit(age, "      age: {type: integer, min: 17, max: 90, values: [a]}"),
 			"catalog.yaml:11: tables.orders.columns.age.values: not allowed for type integer"},
 		{"column not a mapping", edit(age, "      age: integer"),
@@ -181,8 +181,12 @@ func TestParseErrors(t *testing.T) {
 			"catalog.yaml:9: tables.orders.budget.delta: required when noise is gaussian"},
 		{"delta range", edit("delta: 1e-9", "delta: 1"),
 			"catalog.yaml:9: tables.orders.budget.delta: must be in (0, 1) (got 1)"},
-		{"delta with laplace", edit("noise: gaussian", "noise: laplace"),
-			"catalog.yaml:9: tables.orders.budget.delta: only used when noise is gaussian (this table's noise is laplace)"},
+		{"delta_per_query above delta", edit("delta: 1e-9", "delta: 1e-9, delta_per_query: 1e-8"),
+			"catalog.yaml:9: tables.orders.budget.delta_per_query: must be ≤ delta (1e-09)"},
+		{"open on a categorical column", edit("sex: {type: categorical, values: [Female, Male]}", "sex: {type: categorical, values: [Female, Male], open: true}"),
+			"catalog.yaml:12: tables.orders.columns.sex.open: only integer columns are opened (a text column is open already)"},
+		{"values on a text column", edit("sex: {type: categorical, values: [Female, Male]}", "sex: {type: text, values: [Female, Male]}"),
+			"catalog.yaml:12: tables.orders.columns.sex.values: not allowed for type text"},
 		{"budget not positive", edit("total: 10", "total: 0"),
 			"catalog.yaml:9: tables.orders.budget.total: must be > 0"},
 		{"budget negative", edit("default_per_query: 0.1", "default_per_query: -0.1"),
@@ -339,7 +343,7 @@ func TestDemo(t *testing.T) {
 	if tb == nil || tb.Source != "main" || tb.SourceTable != "adult" || tb.Noise != Laplace {
 		t.Fatalf("table %+v", tb)
 	}
-	if want := (Budget{Total: 100, PerUser: 20, DefaultPerQuery: 0.1, MaxPerQuery: 2, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
+	if want := (Budget{Total: 100, PerUser: 20, DefaultPerQuery: 0.1, MaxPerQuery: 2, Delta: DefaultDelta, DeltaPerQuery: DefaultDeltaPerQuery, SelectionShare: DefaultSelectionShare, TopKSelectionShare: DefaultTopKSelectionShare}); tb.Budget != want {
 		t.Errorf("budget %+v", tb.Budget)
 	}
 	cat := func(vs ...string) *Column {

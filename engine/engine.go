@@ -64,6 +64,8 @@ type Engine struct {
 	// (export_test.go, compiled into test binaries alone), to measure
 	// without noise; production engines always draw from crypto/rand.
 	sampler func() sampler
+	// keys are the keys partition selection released (open.go).
+	keys keyStore
 }
 
 // sampler is what a release draws from: measurement noise and the
@@ -268,7 +270,18 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 				!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
 				j++
 			}
-			r, err := e.explain(ctx, s, t, parsed[i:j])
+			te, _, err := e.openTable(ctx, s, t, parsed[i:j], true)
+			var sx *selectionExplain
+			if errors.As(err, &sx) {
+				for r := sx.result(); i < j; i++ {
+					out = append(out, r)
+				}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			r, err := e.explain(ctx, s, te, parsed[i:j])
 			if err != nil {
 				return nil, err
 			}
@@ -282,7 +295,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
 			j++
 		}
-		rs, err := e.batch(ctx, s, t, parsed[i:j])
+		tb, sb, err := e.openTable(ctx, s, t, parsed[i:j], false)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := e.batch(ctx, sb, tb, parsed[i:j])
 		if err != nil {
 			return nil, err
 		}
@@ -332,8 +349,8 @@ func toFloat(v any) (float64, bool) {
 
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 	return []budget.Limit{
-		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta},
-		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta},
+		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
 	}
 }
 

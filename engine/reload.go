@@ -59,8 +59,8 @@ func Limits(cat *catalog.Catalog) []budget.Limit {
 	out := make([]budget.Limit, 0, 2*len(cat.Tables))
 	for _, t := range cat.Tables {
 		out = append(out,
-			budget.Limit{Scope: budget.ScopeTable, Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta},
-			budget.Limit{Scope: budget.ScopeUserTable, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta})
+			budget.Limit{Scope: budget.ScopeTable, Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+			budget.Limit{Scope: budget.ScopeUserTable, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta})
 	}
 	return out
 }

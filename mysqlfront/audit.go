@@ -234,6 +234,9 @@ var (
 		column(TableMyBudget, "remaining_epsilon", types.Float64, false),
 		column(TableMyBudget, "default_epsilon", types.Float64, false),
 		column(TableMyBudget, "max_epsilon", types.Float64, true),
+		column(TableMyBudget, "spent_delta", types.Float64, false),
+		column(TableMyBudget, "remaining_delta", types.Float64, false),
+		column(TableMyBudget, "delta_per_query", types.Float64, false),
 	}
 )
 
@@ -296,7 +299,8 @@ func (d *auditDB) myBudgetRows(ctx *sql.Context) ([]sql.Row, error) {
 		if r.Max > 0 {
 			maxEps = r.Max
 		}
-		rows = append(rows, sql.Row{r.Table, r.Limit, r.Delta, r.Spent, r.Remaining, r.Default, maxEps})
+		rows = append(rows, sql.Row{r.Table, r.Limit, r.Delta, r.Spent, r.Remaining, r.Default, maxEps,
+			r.Cost.Delta, r.RemainingDelta, r.DeltaPerQuery})
 	}
 	return rows, nil
 }

@@ -174,8 +174,9 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	}
 	fix := []string{"DELETE FROM spent"}
 	for _, r := range rows {
-		fix = append(fix, fmt.Sprintf("INSERT INTO spent VALUES ('%s', '%s', %v, %v)", r.User, r.Table,
-			strconv.FormatFloat(r.Cost.Epsilon, 'g', -1, 64), strconv.FormatFloat(r.Cost.Rho, 'g', -1, 64)))
+		fix = append(fix, fmt.Sprintf("INSERT INTO spent VALUES ('%s', '%s', %v, %v, %v)", r.User, r.Table,
+			strconv.FormatFloat(r.Cost.Epsilon, 'g', -1, 64), strconv.FormatFloat(r.Cost.Rho, 'g', -1, 64),
+			strconv.FormatFloat(r.Cost.Delta, 'g', -1, 64)))
 	}
 	sqliteExec(t, path, fix...)
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--public-key", pub)

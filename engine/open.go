@@ -1,0 +1,390 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/selection"
+)
+
+// Open columns (catalog.Column.Open) have no public list of values. A
+// batch sees one only through a copy of the table in which the column is
+// categorical over public values (catalog.Table.WithValues):
+//
+//   - grouped by (GROUP BY c, or c in the select list): the keys released
+//     by DP partition selection (package selection) on this column and
+//     data version, selected on first use and charged in the ledger before
+//     any key leaves; values outside them are dropped. Released keys are
+//     public from then on and reused for free (openKeys);
+//   - only compared (c = 'v', c <> 'v', c [NOT] IN (…)): the literals the
+//     batch names, with every other value in an "other" cell, so that the
+//     predicate's domain is {matches, does not match}, evaluated on the
+//     data by the pushed-down histogram.
+//
+// Any other use (in an aggregate, an expression, LIKE, HAVING, ORDER BY)
+// would need values that are not public and is refused with 3900.
+
+// VarDelta is the session variable setting the δ of a partition selection.
+const VarDelta = "dp_delta"
+
+// DeltaRange is @dp_delta's range (selection.MinDelta … MaxDelta).
+var DeltaRange = OptionRange{selection.MinDelta, selection.MaxDelta}
+
+func init() { optionRanges[VarDelta] = DeltaRange }
+
+// KeyCounter is what the engine asks a Counter that can run partition
+// selection's pushed-down count (sources.Set does).
+type KeyCounter interface {
+	KeyUnits(ctx context.Context, t *catalog.Table, column string, fn func(key string, units int64) error) error
+}
+
+// keyStore holds released keys per table, column and data version.
+type keyStore struct {
+	mu   sync.Mutex
+	keys map[string][]string
+}
+
+func (k *keyStore) get(id string) ([]string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.keys[id]
+	return v, ok
+}
+
+func (k *keyStore) put(id string, keys []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = map[string][]string{}
+	}
+	k.keys[id] = keys
+}
+
+// openUse is how a batch uses one open column.
+type openUse struct {
+	grouped  bool
+	literals []string
+}
+
+// openUses classifies the batch's uses of t's open columns, refusing any
+// use that is not grouping or an equality test against literals.
+func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, error) {
+	open := t.OpenColumns()
+	if len(open) == 0 {
+		return nil, nil
+	}
+	isOpen := func(c string) bool {
+		col := t.Column(c)
+		return col != nil && col.Open
+	}
+	uses := map[string]*openUse{}
+	use := func(c string) *openUse {
+		c = strings.ToLower(c)
+		if uses[c] == nil {
+			uses[c] = &openUse{}
+		}
+		return uses[c]
+	}
+	refuse := func(c string) error {
+		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s) and compared with literals (=, <>, IN, NOT IN), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c)
+	}
+	for _, st := range sts {
+		q := st.Query
+		if q == nil {
+			continue
+		}
+		for _, g := range q.GroupBy {
+			if isOpen(g) {
+				use(g).grouped = true
+			}
+		}
+		for _, it := range q.Select {
+			if it.Agg == parser.AggNone && it.Key == nil && it.Expr == nil && it.Column != "" && isOpen(it.Column) {
+				if !slices.Contains(q.GroupBy, it.Column) {
+					return nil, refuse(it.Column)
+				}
+				continue
+			}
+			for _, c := range parser.ItemColumns(it) {
+				if isOpen(c) {
+					return nil, refuse(c)
+				}
+			}
+		}
+		for _, g := range q.GroupExprs {
+			for _, c := range parser.ExprColumns(g.Expr) {
+				if isOpen(c) {
+					return nil, refuse(c)
+				}
+			}
+		}
+		if q.Having != nil {
+			for _, c := range parser.PredColumns(q.Having) {
+				if isOpen(c) {
+					return nil, refuse(c)
+				}
+			}
+		}
+		for _, o := range q.OrderBy {
+			if o.SelectIndex >= 0 {
+				continue
+			}
+			cs := []string{o.Column}
+			if o.Key != nil {
+				cs = append(cs, parser.ExprColumns(o.Key)...)
+			}
+			if o.Arg != nil {
+				cs = append(cs, parser.ExprColumns(o.Arg)...)
+			}
+			for _, c := range cs {
+				if c != "" && isOpen(c) {
+					return nil, refuse(c)
+				}
+			}
+		}
+		if q.Where != nil {
+			if err := literalUses(q.Where, isOpen, use, refuse); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return uses, nil
+}
+
+// literalUses collects the literals compared with open columns in p.
+func literalUses(p parser.Pred, isOpen func(string) bool, use func(string) *openUse, refuse func(string) error) error {
+	switch p := p.(type) {
+	case parser.And:
+		for _, t := range p.Terms {
+			if err := literalUses(t, isOpen, use, refuse); err != nil {
+				return err
+			}
+		}
+	case parser.Or:
+		for _, t := range p.Terms {
+			if err := literalUses(t, isOpen, use, refuse); err != nil {
+				return err
+			}
+		}
+	case parser.Not:
+		return literalUses(p.Term, isOpen, use, refuse)
+	case parser.Compare:
+		if isOpen(p.Column) {
+			if p.Op != parser.OpEq && p.Op != parser.OpNe {
+				return refuse(p.Column)
+			}
+			u := use(p.Column)
+			u.literals = append(u.literals, p.Value.Text)
+		}
+	case parser.In:
+		if isOpen(p.Column) {
+			u := use(p.Column)
+			for _, v := range p.Values {
+				u.literals = append(u.literals, v.Text)
+			}
+		}
+	case parser.IsNull:
+		// NULL follows the column's null policy; no value is named.
+		if isOpen(p.Column) {
+			use(p.Column)
+		}
+	default:
+		for _, c := range parser.PredColumns(p) {
+			if isOpen(c) {
+				return refuse(c)
+			}
+		}
+	}
+	return nil
+}
+
+// openTable returns t as the batch sees it (see the comment above) and
+// the session the batch's measurement runs under: when keys had to be
+// selected, at the rest of the batch's ε.
+func (e *Engine) openTable(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, explain bool) (*catalog.Table, *Session, error) {
+	uses, err := openUses(t, sts)
+	if err != nil || len(uses) == 0 {
+		return t, s, err
+	}
+	names := make([]string, 0, len(uses))
+	for c := range uses {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	out := t
+	for _, c := range names {
+		u := uses[c]
+		if !u.grouped {
+			vals := slices.Compact(slices.Sorted(slices.Values(u.literals)))
+			out = out.WithValues(c, vals, catalog.PolicyOther)
+			continue
+		}
+		keys, rest, err := e.openKeys(ctx, s, t, c, sts, explain)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rest != nil {
+			s = rest
+		}
+		out = out.WithValues(c, keys, catalog.PolicyDrop)
+	}
+	return out, s, nil
+}
+
+// selectionParams is a selection's mechanism and the ε left for the
+// measurement, from the session: ε_sel = selection_share·ε, δ from
+// @dp_delta or the table's delta_per_query.
+func (e *Engine) selectionParams(s *Session, t *catalog.Table) (*selection.Mechanism, float64, error) {
+	if t.Unit != nil && t.Unit.MaxGroups < 1 {
+		return nil, 0, parser.Errorf(parser.CodeDPRefused, "GROUP BY a column without a public list of values needs a bound on the keys one unit contributes to: declare max_groups in table %s's privacy_unit", t.Name)
+	}
+	groups := 1
+	if t.Unit != nil {
+		groups = int(t.Unit.MaxGroups)
+	}
+	eps, hasEps, err := sessionFloat(s, VarEpsilon)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !hasEps {
+		eps = defaultEpsilon(e.cat.User(s.User), t)
+	}
+	delta, hasDelta, err := sessionFloat(s, VarDelta)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !hasDelta {
+		delta = t.Budget.DeltaPerQuery
+	}
+	share := t.Budget.SelectionShare
+	if share <= 0 || share >= 1 {
+		share = catalog.DefaultSelectionShare
+	}
+	sel := eps * share
+	rho := 0.0
+	if t.Noise == catalog.Gaussian {
+		// The selection's ε as zCDP at the table's conversion δ: its ρ
+		// converts back to exactly ε_sel (budget.RhoForEpsilon).
+		rho = budget.RhoForEpsilon(sel, t.Budget.Delta)
+	}
+	m, err := selection.Choose(sel, rho, delta, groups)
+	if err != nil {
+		return nil, 0, parser.Errorf(parser.CodeDPRefused, "partition selection on table %s: %v; set @dp_epsilon or @dp_delta", t.Name, err)
+	}
+	return m, eps - sel, nil
+}
+
+// openKeys returns the released keys of column c of t: stored ones for
+// the current data version, else selected now (charged first). rest is
+// the session for the measurement when a selection was charged.
+func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c string, sts []*parser.Statement, explain bool) ([]string, *Session, error) {
+	kc, ok := e.hist.(KeyCounter)
+	if !ok {
+		return nil, nil, parser.Errorf(parser.CodeDPRefused, "GROUP BY %s needs partition selection, which this proxy's sources do not provide", c)
+	}
+	version := ""
+	if v, ok := e.hist.(dataVersioner); ok {
+		ver, known, err := v.DataVersion(ctx, t)
+		if err != nil {
+			return nil, nil, e.internal("data version", err)
+		}
+		if known {
+			version = ver
+		}
+	}
+	id := t.Name + "\x00" + c + "\x00" + version
+	if keys, ok := e.keys.get(id); ok && version != "" {
+		return keys, nil, nil
+	}
+	m, restEps, err := e.selectionParams(s, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	if explain {
+		return nil, nil, &selectionExplain{table: t, column: c, m: m, rest: restEps}
+	}
+	type kn struct {
+		k string
+		n int64
+	}
+	var counts []kn
+	if err := kc.KeyUnits(ctx, t, c, func(k string, n int64) error {
+		counts = append(counts, kn{k, n})
+		return nil
+	}); err != nil {
+		return nil, nil, e.internal("partition selection count", err)
+	}
+	var unit *budget.UnitBound
+	if t.Unit != nil {
+		unit = &budget.UnitBound{Column: t.Unit.Column, MaxRows: t.Unit.MaxRows, MaxGroups: t.Unit.MaxGroups, MaxRowsPerGroup: t.Unit.MaxRowsPerGroup}
+	}
+	strategy := fmt.Sprintf("partition selection on %s: %s", c, m)
+	cost := budget.Cost{Epsilon: m.Epsilon, Rho: m.Rho, Delta: m.Delta}
+	if _, err := e.charge(ctx, s, t, m.Kind, strategy, cost, sts, unit); err != nil {
+		return nil, nil, err
+	}
+	r := noise.NewRand()
+	var keys []string
+	for _, x := range counts {
+		if m.Keep(r, x.n) {
+			keys = append(keys, x.k)
+		}
+	}
+	slices.Sort(keys)
+	if version != "" {
+		e.keys.put(id, keys)
+	}
+	rest := *s
+	outer := s.UserVar
+	rest.UserVar = func(name string) (any, bool) {
+		if name == VarEpsilon {
+			return restEps, true
+		}
+		if outer == nil {
+			return nil, false
+		}
+		return outer(name)
+	}
+	return keys, &rest, nil
+}
+
+// selectionExplain is what EXPLAIN shows for a batch that must first
+// select an open column's keys: the measurement cannot be planned before
+// the keys are known, so the explanation is the selection's.
+type selectionExplain struct {
+	table  *catalog.Table
+	column string
+	m      *selection.Mechanism
+	rest   float64
+}
+
+func (x *selectionExplain) Error() string { return "partition selection to explain" }
+
+func (x *selectionExplain) result() *Result {
+	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
+	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
+	m := x.m
+	add("table", x.table.Name)
+	add("partition selection", fmt.Sprintf("GROUP BY %s: its keys are not yet released, so they are selected first", x.column))
+	add("mechanism", m.Kind)
+	add("max_groups", fmt.Sprint(m.MaxGroups))
+	add("threshold", fmt.Sprint(m.Threshold()))
+	add("units for 50% release", fmt.Sprint(m.UnitsFor(0.5)))
+	add("units for 99% release", fmt.Sprint(m.UnitsFor(0.99)))
+	eps := m.Epsilon
+	if m.Rho > 0 {
+		add("selection rho", fmt.Sprintf("%.6g", m.Rho))
+		eps = budget.EpsilonFor(budget.Cost{Rho: m.Rho}, x.table.Budget.Delta)
+	}
+	add("selection epsilon", fmt.Sprintf("%.6g", eps))
+	add("selection delta", fmt.Sprintf("%g", m.Delta))
+	add("measurement epsilon", fmt.Sprintf("%.6g (the rest of the batch's ε, over the released keys)", x.rest))
+	return res
+}

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/parser"
+)
+
+// The demo file's adult and events tables with text columns declared
+// open: occupation and education have no public list here, events' page
+// neither, under a privacy unit with and without max_groups.
+const openYAML = `database: demo
+sources:
+  main: {driver: sqlite, path: demo.sqlite}
+tables:
+  adult:
+    budget: {total: 100, per_user: 50, default_per_query: 1, delta: 2e-6, delta_per_query: 1e-6}
+    columns:
+      age: {type: integer, min: 17, max: 90}
+      occupation: {type: text}
+      education: {type: text}
+      workclass: {type: text}
+      sex: {type: categorical, values: [Female, Male]}
+  events:
+    budget: {total: 100, per_user: 50, default_per_query: 1}
+    privacy_unit: {column: user_id, max_rows: 10}
+    columns:
+      page: {type: text}
+      device: {type: categorical, values: [desktop, mobile, tablet]}
+  events2:
+    source_table: events
+    budget: {total: 100, per_user: 50, default_per_query: 1}
+    privacy_unit: {column: user_id, max_rows: 10, max_groups: 2}
+    columns:
+      page: {type: text}
+users:
+  analyst: {password: analyst, role: analyst}
+`
+
+var adultOccupations = "Tech-support Craft-repair Other-service Sales Exec-managerial Prof-specialty Handlers-cleaners Machine-op-inspct Adm-clerical Farming-fishing Transport-moving Priv-house-serv Protective-serv Armed-Forces"
+
+// GROUP BY an open column: its keys are selected once (charged with its δ
+// before release, in its own ledger entry), only true keys come back, the
+// aggregates are measured at the rest of the ε, and a later batch over the
+// same column reuses the keys without a new selection.
+func TestOpenGroupBy(t *testing.T) {
+	f := newFixtureCatalog(t, openYAML)
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	r := f.answer(t, s, "SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation")
+	if len(r.Rows) < 10 {
+		t.Fatalf("%d groups released; adult's occupations have thousands of rows each", len(r.Rows))
+	}
+	for _, row := range r.Rows {
+		if k, _ := row[0].(string); k == "" || !strings.Contains(adultOccupations, k) {
+			t.Errorf("released key %v is not an occupation", k)
+		}
+	}
+	es := f.entries(t)
+	if len(es) != 2 || es[0].Mechanism != "truncated_geometric" || es[0].Cost.Delta != 1e-6 || es[0].Cost.Epsilon != 1 ||
+		es[1].Cost.Epsilon != 1 || es[1].Cost.Delta != 0 {
+		t.Fatalf("ledger %+v, want a selection at ε=1, δ=1e-6, then a measurement at ε=1", es)
+	}
+	r2 := f.answer(t, s, "SELECT occupation, AVG(age) FROM adult GROUP BY occupation")
+	if len(r2.Rows) != len(r.Rows) {
+		t.Errorf("second batch has %d groups, the released keys are %d", len(r2.Rows), len(r.Rows))
+	}
+	es = f.entries(t)
+	if len(es) != 3 || es[2].Cost.Delta != 0 || es[2].Cost.Epsilon != 2 {
+		t.Fatalf("second batch: ledger %+v, want one measurement at ε=2 and no selection", es[2:])
+	}
+	// Comparisons with literals need no selection: {matches, does not}.
+	r3 := f.answer(t, s, "SELECT COUNT(*) FROM adult WHERE education = 'Bachelors' OR education IN ('Masters', 'Doctorate')")
+	if len(r3.Rows) != 1 {
+		t.Fatalf("%+v", r3)
+	}
+	if es := f.entries(t); len(es) != 4 || es[3].Cost.Delta != 0 {
+		t.Fatalf("a literal comparison spent δ: %+v", es[3:])
+	}
+	// The δ budget (2e-6) allows one more selection, then refuses the
+	// next with 3901, while declared-domain queries still answer.
+	f.answer(t, s, "SELECT education, COUNT(*) FROM adult GROUP BY education")
+	_, err := f.eng.Answer(context.Background(), s, []string{"SELECT workclass, COUNT(*) FROM adult GROUP BY workclass"})
+	refusal(t, err, parser.CodeBudgetExceeded, "δ")
+	f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex")
+}
+
+// Uses of an open column other than grouping and literal comparisons, and
+// open GROUP BY on a unit table without max_groups, are refused with 3900
+// before anything is spent.
+func TestOpenRefusals(t *testing.T) {
+	f := newFixtureCatalog(t, openYAML)
+	s := session("analyst", nil)
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT COUNT(*) FROM adult WHERE occupation < 'M'", "no public list of values"},
+		{"SELECT COUNT(*) FROM adult WHERE LENGTH(occupation) > 5", "no public list of values"},
+		{"SELECT COUNT(DISTINCT occupation) FROM adult", ""},
+		{"SELECT page, COUNT(*) FROM events GROUP BY page", "declare max_groups"},
+	} {
+		_, err := f.eng.Answer(context.Background(), s, []string{c.sql})
+		pe, ok := err.(*parser.Error)
+		if !ok || pe.Code != parser.CodeDPRefused || !strings.Contains(pe.Message, c.want) {
+			t.Errorf("%s: %v, want 3900 containing %q", c.sql, err, c.want)
+		}
+	}
+	if es := f.entries(t); len(es) != 0 {
+		t.Fatalf("refusals charged: %+v", es)
+	}
+	// With max_groups, the selection runs on distinct units.
+	r := f.answer(t, s, "SELECT page, COUNT(*) FROM events2 GROUP BY page")
+	if len(r.Rows) == 0 {
+		t.Fatal("no page released")
+	}
+	if es := f.entries(t); len(es) != 2 || es[0].Unit == nil || es[0].Unit.MaxGroups != 2 {
+		t.Fatalf("ledger %+v", es)
+	}
+}
+
+// EXPLAIN of an open GROUP BY shows the selection and spends nothing.
+func TestOpenExplain(t *testing.T) {
+	f := newFixtureCatalog(t, openYAML)
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	r := f.answer(t, s, "EXPLAIN SELECT occupation, COUNT(*) FROM adult GROUP BY occupation")
+	got := map[string]string{}
+	for _, row := range r.Rows {
+		got[row[0].(string)] = row[1].(string)
+	}
+	if got["mechanism"] != "truncated_geometric" || got["units for 50% release"] != "14" || got["units for 99% release"] != "18" ||
+		got["selection epsilon"] != "1" || got["selection delta"] != "1e-06" {
+		t.Errorf("EXPLAIN rows %v", got)
+	}
+	if es := f.entries(t); len(es) != 0 {
+		t.Fatalf("EXPLAIN charged: %+v", es)
+	}
+}
