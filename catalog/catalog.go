@@ -249,6 +249,18 @@ type User struct {
 	// MaxEpsilon, if set, caps one batch's ε for this user (on top of the
 	// tables' max_per_query).
 	MaxEpsilon float64
+	// MaxUserConnections, if set, replaces the server's max_user_connections
+	// for this user (as MySQL's CREATE USER … WITH MAX_USER_CONNECTIONS).
+	MaxUserConnections int
+}
+
+// UserConnections is the most sessions the named user may hold: their own
+// max_user_connections, else the server's (its default when unset).
+func (c *Catalog) UserConnections(name string) int {
+	if u := c.User(name); u != nil && u.MaxUserConnections > 0 {
+		return u.MaxUserConnections
+	}
+	return c.Server.WithDefaults().MaxUserConnections
 }
 
 // ColumnKind is how a column's domain is declared.
