@@ -254,15 +254,6 @@ type User struct {
 	MaxUserConnections int
 }
 
-// UserConnections is the most sessions the named user may hold: their own
-// max_user_connections, else the server's (its default when unset).
-func (c *Catalog) UserConnections(name string) int {
-	if u := c.User(name); u != nil && u.MaxUserConnections > 0 {
-		return u.MaxUserConnections
-	}
-	return c.Server.WithDefaults().MaxUserConnections
-}
-
 // ColumnKind is how a column's domain is declared.
 type ColumnKind int
 

@@ -482,7 +482,7 @@ func TestServerSection(t *testing.T) {
 	// A user's own max_user_connections, up to max_connections.
 	users := "users:\n  a: {password: p, role: analyst, max_user_connections: 150}\n  b: {password: p, role: analyst}\n"
 	c, err = Parse("c.yaml", []byte(base+users))
-	if err != nil || c.UserConnections("a") != 150 || c.UserConnections("b") != 100 || c.UserConnections("nobody") != 100 {
+	if err != nil || c.User("a").MaxUserConnections != 150 || c.User("b").MaxUserConnections != 0 {
 		t.Fatalf("%v %+v", err, c)
 	}
 	// Only some keys: the others keep their defaults.
