@@ -156,16 +156,13 @@ type Server struct {
 	started    time.Time
 	questions  atomic.Int64 // commands received, for COM_STATISTICS
 	limits     catalog.Server
-	open       atomic.Int64 // client connections accepted and not yet closed
-	refused    atomic.Int64 // connections refused with 1040
-	// refusedLogged is when refusals were last logged (UnixNano).
-	refusedLogged atomic.Int64
-	closing       chan struct{} // closed by Close
-	creds         *credentials
-	listener      net.Listener
-	engine        *sqle.Engine
-	gms           *server.Server
-	icpt          *interceptor
+	adm        *admission    // the connections' places (admission.go)
+	closing    chan struct{} // closed by Close
+	creds      *credentials
+	listener   net.Listener
+	engine     *sqle.Engine
+	gms        *server.Server
+	icpt       *interceptor
 
 	mu        sync.Mutex
 	conns     map[uint32]*connInfo
@@ -260,11 +257,12 @@ func New(cfg Config) (*Server, error) {
 		conns:      map[uint32]*connInfo{},
 	}
 	s.creds = creds
+	s.adm = newAdmission(limits, s.userLimit)
 	s.icpt = &interceptor{backend: cfg.Backend, log: log, srv: s}
 	var chain server.InterceptorChain
 	chain.WithInterceptor(s.icpt)
 	auth := &authServer{def: authPlugin}
-	native, sha2 := nativeMethod{creds}, sha2Method{creds}
+	var native, sha2 mysql.AuthMethod = admittingMethod{nativeMethod{creds}, s}, admittingMethod{sha2Method{creds}, s}
 	if authPlugin == mysql.CachingSha2Password {
 		auth.methods = []mysql.AuthMethod{sha2, native}
 	} else {
@@ -377,11 +375,14 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 			}
 		}
 		// SELECT @dp_epsilon shows the ε the next batch will spend.
-		cat := s.cfg.Catalog
-		if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
-			cat = s.cfg.Audit.Catalog() // the live catalog, after reloads
-		}
+		cat := s.liveCatalog()
 		s.initSessionTimeouts(sctx, sess, conn)
+		// As in MySQL, the session value is the account's own limit.
+		if limit, _ := s.userLimit(conn.User); limit > 0 {
+			if err := sess.InitSessionVariable(sctx, "max_user_connections", int64(limit)); err != nil {
+				s.log.Warn("setting @@max_user_connections", "err", err)
+			}
+		}
 		if eps, ok := defaultEpsilon(cat, conn.User); ok {
 			if err := sess.SetUserVariable(sctx, "dp_epsilon", eps, types.Float64); err != nil {
 				s.log.Warn("setting @dp_epsilon", "err", err)
@@ -389,6 +390,16 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 		}
 		return sess, nil
 	}
+}
+
+// liveCatalog is the catalog in force: after reloads, Audit.Catalog's.
+func (s *Server) liveCatalog() *catalog.Catalog {
+	if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
+		if cat := s.cfg.Audit.Catalog(); cat != nil {
+			return cat
+		}
+	}
+	return s.cfg.Catalog
 }
 
 // defaultEpsilon is the ε a user's batches spend when the session sets
