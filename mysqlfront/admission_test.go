@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,19 +76,6 @@ func flood(t testing.TB, addr string, src net.IP, n int) []net.Conn {
 		conns = append(conns, c)
 	}
 	return conns
-}
-
-// needDescriptors skips the test unless the process may open n more
-// descriptors. Go raises the soft limit to the hard one at start.
-func needDescriptors(t testing.TB, n uint64) {
-	t.Helper()
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		t.Skipf("RLIMIT_NOFILE: %v", err)
-	}
-	if rl.Cur < n+256 {
-		t.Skipf("needs %d descriptors, RLIMIT_NOFILE is %d", n+256, rl.Cur)
-	}
 }
 
 // evicted is how many connecting connections the server closed for newer ones.

@@ -17,14 +17,17 @@
 // MySQL's 3159), answers COM_STATISTICS, and repairs vitess's answer to a
 // COM_STMT_PREPARE that does not parse. It reads every packet before vitess
 // does and refuses, with MySQL's errors, what vitess would misread
-// (commands.go), and it bounds what a client may hold: connections (1040
-// over the catalog's max_connections), the handshake, idle sessions
-// (wait_timeout), packet sizes; accept errors never stop the server
-// (limits.go). Sessions are private: every listing of sessions shows a user
-// their own (processlist.go). Authentication (auth.go) checks the
-// catalog's password hashes with mysql_native_password or
-// caching_sha2_password (fast from a cache, full over TLS or RSA); unknown
-// users and wrong passwords both get MySQL's 1045. Each catalog user may
+// (commands.go), and it bounds what a client may hold: the handshake, idle
+// sessions (wait_timeout), packet sizes; accept errors never stop the
+// server (limits.go). Which connections may hold a place is admission's
+// (admission.go): connecting sockets are capped apart from sessions, in all
+// and per address, the oldest closed at once over a cap; sessions are
+// capped by max_connections (1040) with one more place kept for auditors,
+// and per user by max_user_connections (1226). Sessions are private: every
+// listing of sessions shows a user their own (processlist.go).
+// Authentication (auth.go) checks the catalog's password hashes with
+// mysql_native_password or caching_sha2_password (fast from a cache, full
+// over TLS or RSA); unknown users and wrong passwords both get MySQL's 1045. Each catalog user may
 // SELECT from the catalog database and information_schema and set session
 // and user variables, nothing else; the GMS engine is read-only besides.
 //
@@ -222,6 +225,7 @@ func New(cfg Config) (*Server, error) {
 	if err := setGlobalLimits(limits); err != nil {
 		return nil, err
 	}
+	checkDescriptors(log, limits)
 	pro, err := schemaOnlyDatabase(cfg.Catalog)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -72,6 +73,22 @@ const (
 // limits are the server section of the catalog with defaults filled in.
 func limitsOf(cat *catalog.Catalog) catalog.Server {
 	return cat.Server.WithDefaults()
+}
+
+// descriptorMargin is what the proxy may need besides its clients: the
+// listener, the ledger, answer and measurement stores, source pools, logs.
+const descriptorMargin = 128
+
+// checkDescriptors warns when the process may not open as many descriptors
+// as the limits let clients hold, plus a margin: then a full server runs
+// out of descriptors before it refuses anyone.
+func checkDescriptors(log *slog.Logger, l catalog.Server) {
+	limit, ok := descriptorLimit()
+	need := uint64(l.MaxConnections+1+l.MaxUnauthenticated) + descriptorMargin
+	if ok && limit < need {
+		log.Warn("RLIMIT_NOFILE is below what clients may hold; raise it (ulimit -n, systemd LimitNOFILE=) or lower max_connections or max_unauthenticated",
+			"rlimit_nofile", limit, "max_connections", l.MaxConnections, "max_unauthenticated", l.MaxUnauthenticated, "needed", need)
+	}
 }
 
 // frontListener wraps the accepted connections in frontConns and keeps the
