@@ -97,6 +97,7 @@ func (a *admission) enter(fc *frontConn) (victim *frontConn, perHost bool) {
 		victim = a.connecting.Front().Value.(*frontConn)
 	}
 	if victim != nil {
+		a.evicted.Add(1) // before uncount announces the change
 		a.uncount(victim)
 	}
 	hl := a.perHost[fc.host]
@@ -215,8 +216,8 @@ func (s *Server) admitConnection(fc *frontConn) {
 		return
 	}
 	victim.raw.Close() // its goroutine then sees the error and closes the frontConn
-	n := s.adm.evicted.Add(1)
 	if s.adm.evictLog.allow() {
+		n := s.adm.evicted.Load()
 		if perHost {
 			s.log.Warn("max_unauthenticated_per_host reached; closed the oldest connection still connecting from the address",
 				"host", victim.host, "max_unauthenticated_per_host", s.limits.MaxUnauthenticatedPerHost, "closed_so_far", n)
