@@ -252,6 +252,7 @@ func (m admittingMethod) HandleAuthPluginData(c *mysql.Conn, user string, server
 		}
 		return nil, err
 	}
+	m.s.handler.authenticated(c)
 	return g, nil
 }
 

@@ -160,6 +160,7 @@ type Server struct {
 	questions  atomic.Int64 // commands received, for COM_STATISTICS
 	limits     catalog.Server
 	adm        *admission    // the connections' places (admission.go)
+	handler    *connHandler  // set by trackConnections
 	closing    chan struct{} // closed by Close
 	creds      *credentials
 	listener   net.Listener
@@ -428,7 +429,8 @@ func defaultEpsilon(cat *catalog.Catalog, user string) (float64, bool) {
 // trackConnections is a server.Option wrapping the handler: it knows the
 // open connections, so that Close can close them, and enforces RequireTLS.
 func (s *Server) trackConnections(e *sqle.Engine, sm *server.SessionManager, h mysql.Handler) (*sqle.Engine, *server.SessionManager, mysql.Handler) {
-	return e, sm, &connHandler{Handler: h, s: s}
+	s.handler = &connHandler{Handler: h, s: s}
+	return e, sm, s.handler
 }
 
 type connHandler struct {
@@ -436,8 +438,15 @@ type connHandler struct {
 	s *Server
 }
 
+// NewConnection registers a connection when vitess accepts it; GMS hears
+// of it only once it is authenticated (authenticated, below). GMS's
+// ConnectionClosed builds a whole session, under the session manager's
+// lock, for a connection it has none for: done for every socket of a flood
+// that never authenticates, it took a third of the server's CPU and held
+// real logins back.
 func (h *connHandler) NewConnection(c *mysql.Conn) {
-	if fc := frontConnOf(c); fc != nil {
+	fc := frontConnOf(c)
+	if fc != nil {
 		fc.vconn.Store(c)
 	}
 	h.s.mu.Lock()
@@ -446,9 +455,19 @@ func (h *connHandler) NewConnection(c *mysql.Conn) {
 		h.s.conns[c.ConnectionID] = &connInfo{conn: c, since: time.Now()}
 	}
 	h.s.mu.Unlock()
-	h.Handler.NewConnection(c)
+	if fc == nil {
+		h.Handler.NewConnection(c)
+	}
 	if closed {
 		c.Close()
+	}
+}
+
+// authenticated tells GMS of a connection that has just become a session
+// (on the connection's goroutine, before vitess answers OK).
+func (h *connHandler) authenticated(c *mysql.Conn) {
+	if fc := frontConnOf(c); fc != nil && !fc.gmsKnown.Swap(true) {
+		h.Handler.NewConnection(c)
 	}
 }
 
@@ -456,7 +475,9 @@ func (h *connHandler) ConnectionClosed(c *mysql.Conn) {
 	h.s.mu.Lock()
 	delete(h.s.conns, c.ConnectionID)
 	h.s.mu.Unlock()
-	h.Handler.ConnectionClosed(c)
+	if fc := frontConnOf(c); fc == nil || fc.gmsKnown.Load() {
+		h.Handler.ConnectionClosed(c)
+	}
 }
 
 // insecure enforces RequireTLS. vitess's RequireSecureTransport only sends

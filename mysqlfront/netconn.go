@@ -78,6 +78,9 @@ type frontConn struct {
 	interactive bool
 	// session is the connection's GMS session, for its @@wait_timeout.
 	session atomic.Pointer[sessionRef]
+	// gmsKnown: GMS has been told of the connection (once authenticated;
+	// see connHandler.NewConnection).
+	gmsKnown atomic.Bool
 	// vconn is vitess's connection over this one (set by NewConnection);
 	// commands are checked against its prepared statements.
 	vconn atomic.Pointer[mysql.Conn]
