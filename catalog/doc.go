@@ -124,7 +124,7 @@
 // computes and MySQL's mysql.user table stores). Empty passwords are refused.
 // Optional: default_epsilon, max_epsilon, and max_user_connections (1 to the
 // server's max_connections), which replaces the server's
-// max_user_connections for that user.
+// max_user_connections for that user (a reload applies it).
 //
 // Server (optional; server.go): what clients may hold of the MySQL front,
 // with MySQL's defaults where MySQL has the setting.

@@ -29,13 +29,17 @@ import (
 //     timeout, again and again; closing the oldest keeps the descriptors
 //     bounded and lets a real client in, whose handshake takes milliseconds,
 //     unless the flood opens connections faster than one cap per handshake.
-//     With the per-address cap, one address only ever closes its own.
+//     An address at its cap only closes its own, so it takes many addresses
+//     to press on the others. A connecting connection costs a goroutine and
+//     a descriptor, no more: GMS hears of it once it is a session
+//     (connHandler.NewConnection).
 //   - Sessions: from a successful authentication until close. At most
 //     MaxConnections, plus one kept for auditors, as MySQL keeps one for
 //     SUPER: when the sessions reach MaxConnections, an analyst gets 1040
 //     and an auditor may still take the extra place. At most
-//     MaxUserConnections sessions per user (catalog.UserConnections: the
-//     user's own, else the server's); one more gets MySQL's 1226. Both are
+//     MaxUserConnections sessions per user (Server.userLimit: the user's
+//     own, else the server's, read at each login from the catalog in force);
+//     one more gets MySQL's 1226. Both are
 //     checked only after the password, so a client learns nothing of them
 //     before it authenticates, and a refused client's connection is closed
 //     after the error, as MySQL does.
