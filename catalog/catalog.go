@@ -270,6 +270,9 @@ type User struct {
 	// MaxEpsilon, if set, caps one batch's ε for this user (on top of the
 	// tables' max_per_query).
 	MaxEpsilon float64
+	// MaxUserConnections, if set, replaces the server's max_user_connections
+	// for this user (as MySQL's CREATE USER … WITH MAX_USER_CONNECTIONS).
+	MaxUserConnections int
 }
 
 // ColumnKind is how a column's domain is declared.

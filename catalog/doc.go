@@ -124,15 +124,35 @@
 // (plain text, for demos; hashed on load) or password_hash (the
 // mysql_native_password hash, "*" and 40 hex digits, as NativePasswordHash
 // computes and MySQL's mysql.user table stores). Empty passwords are refused.
+// Optional: default_epsilon, max_epsilon, and max_user_connections (1 to the
+// server's max_connections), which replaces the server's
+// max_user_connections for that user (a reload applies it).
 //
-// Server (optional): what clients may hold of the MySQL front, with MySQL's
-// defaults. max_connections (1–100000, default 151) bounds the open client
-// connections, authenticated or not; handshake_timeout (default 10s, at
-// least 2s; MySQL's connect_timeout) bounds the connection phase;
-// wait_timeout and interactive_timeout (default 8h each) bound a session's
-// idle time between commands, the latter for clients that connect with
-// CLIENT_INTERACTIVE. Timeouts are whole seconds, written as a number (28800)
-// or a duration (30s, 10m, 8h), at most one year.
+// Server (optional; server.go): what clients may hold of the MySQL front,
+// with MySQL's defaults where MySQL has the setting.
+//   - max_connections (1–100000, default 151) bounds the sessions
+//     (authenticated connections), plus one place kept for auditors, as
+//     MySQL keeps one for SUPER; an analyst over it gets 1040.
+//   - max_user_connections (1 to max_connections; default two thirds of
+//     max_connections, 100 of 151) bounds one user's sessions; one more
+//     gets 1226. The default is below max_connections, so one user holding
+//     all they may leaves places for the others.
+//   - max_unauthenticated (1–100000, default 256) bounds the connections
+//     still connecting (greeting, TLS, authentication), apart from the
+//     sessions, and max_unauthenticated_per_host (1 to max_unauthenticated,
+//     default 64 or max_unauthenticated if smaller) those of one client
+//     address (IPv4 address, IPv6 /64). A connection over either cap is
+//     taken and the oldest connecting one (of that address, or of all) is
+//     closed at once, so idle sockets neither hold descriptors nor block
+//     logins.
+//   - handshake_timeout (default 10s, at least 2s; MySQL's connect_timeout)
+//     bounds the connection phase.
+//   - wait_timeout and interactive_timeout (default 8h each) bound a
+//     session's idle time between commands, the latter for clients that
+//     connect with CLIENT_INTERACTIVE.
+//
+// Timeouts are whole seconds, written as a number (28800) or a duration
+// (30s, 10m, 8h), at most one year.
 //
 // YAML anchors and aliases may be used to share blocks (for example one
 // budget between tables); merge keys (<<) are not supported.

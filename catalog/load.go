@@ -444,10 +444,16 @@ func (p *parser) catalog(root node) *Catalog {
 		p.publicTables(n, cat, sourceNames)
 	}
 
+	// The server section first: a user's max_user_connections is checked
+	// against its max_connections (errors are sorted by line anyway).
+	if n, ok := f["server"]; ok {
+		p.server(n, &cat.Server)
+	}
+	cat.Server = cat.Server.WithDefaults()
 	if n, ok := f["users"]; ok {
 		if es, ok := p.entries(n, false); ok {
 			for _, e := range es {
-				if u := p.user(e); u != nil {
+				if u := p.user(e, cat.Server.MaxConnections); u != nil {
 					cat.Users = append(cat.Users, u)
 				}
 			}
@@ -459,10 +465,6 @@ func (p *parser) catalog(root node) *Catalog {
 	if n, ok := f["tls"]; ok {
 		p.tls(n, &cat.TLS)
 	}
-	if n, ok := f["server"]; ok {
-		p.server(n, &cat.Server)
-	}
-	cat.Server = cat.Server.WithDefaults()
 	if n, ok := f["cache"]; ok {
 		p.cache(n, &cat.Cache)
 	}
@@ -1182,12 +1184,14 @@ func (p *parser) values(col node, f map[string]node, c *Column) bool {
 
 var hashPattern = regexp.MustCompile(`^\*[0-9A-Fa-f]{40}$`)
 
-func (p *parser) user(e entry) *User {
+// user reads one user; maxConnections is the server's, which bounds the
+// user's max_user_connections.
+func (p *parser) user(e entry, maxConnections int) *User {
 	if e.key == "" {
 		p.errorf(e.val.line, e.val.path, "user name must not be empty")
 		return nil
 	}
-	f, ok := p.fields(e.val, "password", "password_hash", "role", "default_epsilon", "max_epsilon")
+	f, ok := p.fields(e.val, "password", "password_hash", "role", "default_epsilon", "max_epsilon", "max_user_connections")
 	if !ok {
 		return nil
 	}
@@ -1233,6 +1237,15 @@ func (p *parser) user(e entry) *User {
 			valid = valid && ok
 			*dst = x
 		}
+	}
+	if n, has := f["max_user_connections"]; has {
+		i, ok := p.integer(n)
+		if ok && (i < 1 || i > int64(maxConnections)) {
+			p.errorf(n.line, n.path, "must be between 1 and max_connections = %d (got %d)", maxConnections, i)
+			ok = false
+		}
+		valid = valid && ok
+		u.MaxUserConnections = int(i)
 	}
 	if u.DefaultEpsilon > 0 && u.MaxEpsilon > 0 && u.DefaultEpsilon > u.MaxEpsilon {
 		p.errorf(f["default_epsilon"].line, f["default_epsilon"].path, "must be ≤ max_epsilon (%s)", num(u.MaxEpsilon))

@@ -453,7 +453,8 @@ func TestServerSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Server{MaxConnections: 151, HandshakeTimeout: 10 * time.Second, WaitTimeout: 8 * time.Hour, InteractiveTimeout: 8 * time.Hour}
+	want := Server{MaxConnections: 151, MaxUserConnections: 100, MaxUnauthenticated: 256, MaxUnauthenticatedPerHost: 64,
+		HandshakeTimeout: 10 * time.Second, WaitTimeout: 8 * time.Hour, InteractiveTimeout: 8 * time.Hour}
 	if c.Server != want {
 		t.Fatalf("defaults: %+v, want %+v", c.Server, want)
 	}
@@ -464,9 +465,29 @@ func TestServerSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Server{MaxConnections: 20, HandshakeTimeout: 5 * time.Second, WaitTimeout: 10 * time.Minute, InteractiveTimeout: time.Hour}
+	want = Server{MaxConnections: 20, MaxUserConnections: 13, MaxUnauthenticated: 256, MaxUnauthenticatedPerHost: 64,
+		HandshakeTimeout: 5 * time.Second, WaitTimeout: 10 * time.Minute, InteractiveTimeout: time.Hour}
 	if c.Server != want {
 		t.Fatalf("%+v, want %+v", c.Server, want)
+	}
+	c, err = Parse("c.yaml", []byte(base+"server: {max_connections: 40, max_user_connections: 40, max_unauthenticated: 10, max_unauthenticated_per_host: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Server; s.MaxConnections != 40 || s.MaxUserConnections != 40 || s.MaxUnauthenticated != 10 || s.MaxUnauthenticatedPerHost != 3 {
+		t.Fatalf("%+v", s)
+	}
+	// The per-address cap follows a smaller max_unauthenticated; one user's
+	// default stays below max_connections.
+	c, err = Parse("c.yaml", []byte(base+"server: {max_connections: 2, max_unauthenticated: 10}\n"))
+	if err != nil || c.Server.MaxUnauthenticatedPerHost != 10 || c.Server.MaxUserConnections != 1 {
+		t.Fatalf("%v %+v", err, c.Server)
+	}
+	// A user's own max_user_connections, up to max_connections.
+	users := "users:\n  a: {password: p, role: analyst, max_user_connections: 150}\n  b: {password: p, role: analyst}\n"
+	c, err = Parse("c.yaml", []byte(base+users))
+	if err != nil || c.User("a").MaxUserConnections != 150 || c.User("b").MaxUserConnections != 0 {
+		t.Fatalf("%v %+v", err, c)
 	}
 	// Only some keys: the others keep their defaults.
 	c, err = Parse("c.yaml", []byte(base+"server:\n  wait_timeout: 30\n"))
@@ -481,7 +502,13 @@ func TestServerSection(t *testing.T) {
 		{"server: {wait_timeout: 0}\n", "c.yaml:7: server.wait_timeout: must be between 1 and 31536000 seconds"},
 		{"server: {interactive_timeout: forever}\n", "c.yaml:7: server.interactive_timeout: must be a number of seconds or a duration such as 30s, 10m, 8h (got \"forever\")"},
 		{"server: {interactive_timeout: 9000h}\n", "c.yaml:7: server.interactive_timeout: must be between 1 and 31536000 seconds"},
-		{"server:\n  max_conections: 5\n", "c.yaml:8: server.max_conections: unknown key (expected one of max_connections, handshake_timeout, wait_timeout, interactive_timeout)"},
+		{"server:\n  max_conections: 5\n", "c.yaml:8: server.max_conections: unknown key (expected one of max_connections, max_user_connections, max_unauthenticated, max_unauthenticated_per_host, handshake_timeout, wait_timeout, interactive_timeout)"},
+		{"server: {max_user_connections: 152}\n", "c.yaml:7: server.max_user_connections: must be between 1 and max_connections = 151 (got 152)"},
+		{"server: {max_connections: 10, max_user_connections: 11}\n", "c.yaml:7: server.max_user_connections: must be between 1 and max_connections = 10 (got 11)"},
+		{"server: {max_unauthenticated: 0}\n", "c.yaml:7: server.max_unauthenticated: must be between 1 and 100000 (got 0)"},
+		{"server: {max_unauthenticated: 8, max_unauthenticated_per_host: 9}\n", "c.yaml:7: server.max_unauthenticated_per_host: must be between 1 and max_unauthenticated = 8 (got 9)"},
+		{"server: {max_connections: 5}\nusers: {a: {password: p, role: analyst, max_user_connections: 6}}\n", "c.yaml:8: users.a.max_user_connections: must be between 1 and max_connections = 5 (got 6)"},
+		{"users: {a: {password: p, role: auditor, max_user_connections: 0}}\n", "c.yaml:7: users.a.max_user_connections: must be between 1 and max_connections = 151 (got 0)"},
 		{"server: 5\n", "c.yaml:7: server: must be a mapping"},
 	} {
 		if _, err := Parse("c.yaml", []byte(base+bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {

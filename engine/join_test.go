@@ -140,6 +140,12 @@ func TestReloadKeepsPublicTables(t *testing.T) {
 	if len(ignored) != 1 || ignored[0] != "public tables" || len(merged.PublicTables[0].Rows) != 20 {
 		t.Fatalf("ignored %v, %d rows", ignored, len(merged.PublicTables[0].Rows))
 	}
+	// A user's own max_user_connections is applied, as their ε defaults.
+	next = catalog.Demo()
+	next.Users[0].MaxUserConnections = 7
+	if merged, ignored := mergeBudgets(cur, next); len(ignored) != 0 || merged.Users[0].MaxUserConnections != 7 {
+		t.Fatalf("max_user_connections: ignored %v, got %d", ignored, merged.Users[0].MaxUserConnections)
+	}
 	src := &catalog.PublicTable{Name: "s", Source: "main", SourceTable: "s", Columns: []catalog.PublicColumn{{Name: "a", Type: catalog.PublicText}},
 		Rows: [][]catalog.PublicValue{{{Text: "x"}}}}
 	loaded, fresh := *src, *src

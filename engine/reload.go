@@ -169,6 +169,8 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 			ignored = append(ignored, "user "+u.Name+": password or role")
 		default:
 			c.DefaultEpsilon, c.MaxEpsilon = nu.DefaultEpsilon, nu.MaxEpsilon
+			// Read at each login (mysqlfront/admission.go).
+			c.MaxUserConnections = nu.MaxUserConnections
 		}
 	}
 	for _, nu := range next.Users {

@@ -17,14 +17,17 @@
 // MySQL's 3159), answers COM_STATISTICS, and repairs vitess's answer to a
 // COM_STMT_PREPARE that does not parse. It reads every packet before vitess
 // does and refuses, with MySQL's errors, what vitess would misread
-// (commands.go), and it bounds what a client may hold: connections (1040
-// over the catalog's max_connections), the handshake, idle sessions
-// (wait_timeout), packet sizes; accept errors never stop the server
-// (limits.go). Sessions are private: every listing of sessions shows a user
-// their own (processlist.go). Authentication (auth.go) checks the
-// catalog's password hashes with mysql_native_password or
-// caching_sha2_password (fast from a cache, full over TLS or RSA); unknown
-// users and wrong passwords both get MySQL's 1045. Each catalog user may
+// (commands.go), and it bounds what a client may hold: the handshake, idle
+// sessions (wait_timeout), packet sizes; accept errors never stop the
+// server (limits.go). Which connections may hold a place is admission's
+// (admission.go): connecting sockets are capped apart from sessions, in all
+// and per address, the oldest closed at once over a cap; sessions are
+// capped by max_connections (1040) with one more place kept for auditors,
+// and per user by max_user_connections (1226). Sessions are private: every
+// listing of sessions shows a user their own (processlist.go).
+// Authentication (auth.go) checks the catalog's password hashes with
+// mysql_native_password or caching_sha2_password (fast from a cache, full
+// over TLS or RSA); unknown users and wrong passwords both get MySQL's 1045. Each catalog user may
 // SELECT from the catalog database and information_schema and set session
 // and user variables, nothing else; the GMS engine is read-only besides.
 //
@@ -156,16 +159,14 @@ type Server struct {
 	started    time.Time
 	questions  atomic.Int64 // commands received, for COM_STATISTICS
 	limits     catalog.Server
-	open       atomic.Int64 // client connections accepted and not yet closed
-	refused    atomic.Int64 // connections refused with 1040
-	// refusedLogged is when refusals were last logged (UnixNano).
-	refusedLogged atomic.Int64
-	closing       chan struct{} // closed by Close
-	creds         *credentials
-	listener      net.Listener
-	engine        *sqle.Engine
-	gms           *server.Server
-	icpt          *interceptor
+	adm        *admission    // the connections' places (admission.go)
+	handler    *connHandler  // set by trackConnections
+	closing    chan struct{} // closed by Close
+	creds      *credentials
+	listener   net.Listener
+	engine     *sqle.Engine
+	gms        *server.Server
+	icpt       *interceptor
 
 	mu        sync.Mutex
 	conns     map[uint32]*connInfo
@@ -225,6 +226,7 @@ func New(cfg Config) (*Server, error) {
 	if err := setGlobalLimits(limits); err != nil {
 		return nil, err
 	}
+	checkDescriptors(log, limits)
 	pro, err := schemaOnlyDatabase(cfg.Catalog)
 	if err != nil {
 		return nil, err
@@ -260,11 +262,12 @@ func New(cfg Config) (*Server, error) {
 		conns:      map[uint32]*connInfo{},
 	}
 	s.creds = creds
+	s.adm = newAdmission(limits, s.userLimit)
 	s.icpt = &interceptor{backend: cfg.Backend, log: log, srv: s}
 	var chain server.InterceptorChain
 	chain.WithInterceptor(s.icpt)
 	auth := &authServer{def: authPlugin}
-	native, sha2 := nativeMethod{creds}, sha2Method{creds}
+	var native, sha2 mysql.AuthMethod = admittingMethod{nativeMethod{creds}, s}, admittingMethod{sha2Method{creds}, s}
 	if authPlugin == mysql.CachingSha2Password {
 		auth.methods = []mysql.AuthMethod{sha2, native}
 	} else {
@@ -377,11 +380,14 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 			}
 		}
 		// SELECT @dp_epsilon shows the ε the next batch will spend.
-		cat := s.cfg.Catalog
-		if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
-			cat = s.cfg.Audit.Catalog() // the live catalog, after reloads
-		}
+		cat := s.liveCatalog()
 		s.initSessionTimeouts(sctx, sess, conn)
+		// As in MySQL, the session value is the account's own limit.
+		if limit, _ := s.userLimit(conn.User); limit > 0 {
+			if err := sess.InitSessionVariable(sctx, "max_user_connections", int64(limit)); err != nil {
+				s.log.Warn("setting @@max_user_connections", "err", err)
+			}
+		}
 		if eps, ok := defaultEpsilon(cat, conn.User); ok {
 			if err := sess.SetUserVariable(sctx, "dp_epsilon", eps, types.Float64); err != nil {
 				s.log.Warn("setting @dp_epsilon", "err", err)
@@ -389,6 +395,16 @@ func (s *Server) sessionBuilder(base server.SessionBuilder) server.SessionBuilde
 		}
 		return sess, nil
 	}
+}
+
+// liveCatalog is the catalog in force: after reloads, Audit.Catalog's.
+func (s *Server) liveCatalog() *catalog.Catalog {
+	if s.cfg.Audit != nil && s.cfg.Audit.Catalog != nil {
+		if cat := s.cfg.Audit.Catalog(); cat != nil {
+			return cat
+		}
+	}
+	return s.cfg.Catalog
 }
 
 // defaultEpsilon is the ε a user's batches spend when the session sets
@@ -413,7 +429,8 @@ func defaultEpsilon(cat *catalog.Catalog, user string) (float64, bool) {
 // trackConnections is a server.Option wrapping the handler: it knows the
 // open connections, so that Close can close them, and enforces RequireTLS.
 func (s *Server) trackConnections(e *sqle.Engine, sm *server.SessionManager, h mysql.Handler) (*sqle.Engine, *server.SessionManager, mysql.Handler) {
-	return e, sm, &connHandler{Handler: h, s: s}
+	s.handler = &connHandler{Handler: h, s: s}
+	return e, sm, s.handler
 }
 
 type connHandler struct {
@@ -421,8 +438,15 @@ type connHandler struct {
 	s *Server
 }
 
+// NewConnection registers a connection when vitess accepts it; GMS hears
+// of it only once it is authenticated (authenticated, below). GMS's
+// ConnectionClosed builds a whole session, under the session manager's
+// lock, for a connection it has none for: done for every socket of a flood
+// that never authenticates, it took a third of the server's CPU and held
+// real logins back.
 func (h *connHandler) NewConnection(c *mysql.Conn) {
-	if fc := frontConnOf(c); fc != nil {
+	fc := frontConnOf(c)
+	if fc != nil {
 		fc.vconn.Store(c)
 	}
 	h.s.mu.Lock()
@@ -431,9 +455,19 @@ func (h *connHandler) NewConnection(c *mysql.Conn) {
 		h.s.conns[c.ConnectionID] = &connInfo{conn: c, since: time.Now()}
 	}
 	h.s.mu.Unlock()
-	h.Handler.NewConnection(c)
+	if fc == nil {
+		h.Handler.NewConnection(c)
+	}
 	if closed {
 		c.Close()
+	}
+}
+
+// authenticated tells GMS of a connection that has just become a session
+// (on the connection's goroutine, before vitess answers OK).
+func (h *connHandler) authenticated(c *mysql.Conn) {
+	if fc := frontConnOf(c); fc != nil && !fc.gmsKnown.Swap(true) {
+		h.Handler.NewConnection(c)
 	}
 }
 
@@ -441,7 +475,9 @@ func (h *connHandler) ConnectionClosed(c *mysql.Conn) {
 	h.s.mu.Lock()
 	delete(h.s.conns, c.ConnectionID)
 	h.s.mu.Unlock()
-	h.Handler.ConnectionClosed(c)
+	if fc := frontConnOf(c); fc == nil || fc.gmsKnown.Load() {
+		h.Handler.ConnectionClosed(c)
+	}
 }
 
 // insecure enforces RequireTLS. vitess's RequireSecureTransport only sends

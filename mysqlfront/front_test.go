@@ -164,7 +164,7 @@ func testCatalog() *catalog.Catalog {
 }
 
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *Server
 	fb   *fakeBackend
 	addr string
@@ -176,7 +176,7 @@ func start(t *testing.T) *harness {
 }
 
 // startWith starts a server whose configuration edit may change.
-func startWith(t *testing.T, edit func(*Config)) *harness {
+func startWith(t testing.TB, edit func(*Config)) *harness {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -227,7 +227,7 @@ func (h *harness) db(user, password, params string) *sql.DB {
 
 func (h *harness) analyst(params string) *sql.DB { return h.db("analyst", "analyst", params) }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
 	return c

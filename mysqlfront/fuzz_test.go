@@ -94,7 +94,7 @@ func startFuzzFront() (*fuzzFront, error) {
 		t.Budget.Total, t.Budget.PerUser = 1e12, 1e12 // fuzzing must never run out
 	}
 	cat.AuthPlugin = "caching_sha2_password"
-	cat.Server = catalog.Server{MaxConnections: 10000}
+	cat.Server = catalog.Server{MaxConnections: 10000, MaxUserConnections: 10000, MaxUnauthenticated: 10000, MaxUnauthenticatedPerHost: 10000}
 	if err := demo.Generate(ctx, filepath.Join(dir, cat.Sources["main"].Path), 2000); err != nil {
 		return fail(err)
 	}

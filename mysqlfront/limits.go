@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -24,10 +25,12 @@ import (
 //     it, or a listener that can no longer accept at all (closed under us,
 //     or failing with non-temporary errors for listenerDeadAfter): Start
 //     then returns the error, so that serve exits non-zero.
-//   - Counting. At most Server.MaxConnections client connections are open,
-//     authenticated or not. The next one gets MySQL's 1040 "Too many
-//     connections" (SQLSTATE 08004) as an error packet in place of the
-//     greeting, as MySQL sends it, and is closed at once.
+//   - Counting (admission.go). Connections still connecting are capped
+//     apart from sessions, in all and per client address: over a cap, the
+//     oldest connecting one is closed at once. Sessions are capped by
+//     MaxConnections (plus one kept for auditors; MySQL's 1040 "Too many
+//     connections", 08004) and per user by MaxUserConnections (MySQL's
+//     1226), checked once the password is.
 //   - The connection phase (greeting, TLS, authentication) must end within
 //     HandshakeTimeout (MySQL's connect_timeout) of the accept; a client
 //     that says nothing or stalls mid-handshake is disconnected.
@@ -44,7 +47,6 @@ import (
 
 // MySQL error codes of the limits.
 const (
-	erConCount                = 1040 // ER_CON_COUNT_ERROR, 08004
 	erHandshake               = 1043 // ER_HANDSHAKE_ERROR, 08S01
 	erNetPacketTooLarge       = 1153 // ER_NET_PACKET_TOO_LARGE, 08S01
 	erNetPacketsOutOfOrder    = 1156 // ER_NET_PACKETS_OUT_OF_ORDER, 08S01
@@ -73,6 +75,22 @@ func limitsOf(cat *catalog.Catalog) catalog.Server {
 	return cat.Server.WithDefaults()
 }
 
+// descriptorMargin is what the proxy may need besides its clients: the
+// listener, the ledger, answer and measurement stores, source pools, logs.
+const descriptorMargin = 128
+
+// checkDescriptors warns when the process may not open as many descriptors
+// as the limits let clients hold, plus a margin: then a full server runs
+// out of descriptors before it refuses anyone.
+func checkDescriptors(log *slog.Logger, l catalog.Server) {
+	limit, ok := descriptorLimit()
+	need := uint64(l.MaxConnections+1+l.MaxUnauthenticated) + descriptorMargin
+	if ok && limit < need {
+		log.Warn("RLIMIT_NOFILE is below what clients may hold; raise it (ulimit -n, systemd LimitNOFILE=) or lower max_connections or max_unauthenticated",
+			"rlimit_nofile", limit, "max_connections", l.MaxConnections, "max_unauthenticated", l.MaxUnauthenticated, "needed", need)
+	}
+}
+
 // frontListener wraps the accepted connections in frontConns and keeps the
 // accept loop alive (see above). vitess's Listener.Accept returns at the
 // first error it gets from Accept, so this Accept returns one only when the
@@ -91,10 +109,9 @@ func (l *frontListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err == nil {
 			delay, failingSince = 0, time.Time{}
-			if fc := l.s.admit(c); fc != nil {
-				return fc, nil
-			}
-			continue
+			fc := newFrontConn(c, l.s)
+			l.s.admitConnection(fc)
+			return fc, nil
 		}
 		if l.s.isClosing() {
 			return nil, err
@@ -121,32 +138,6 @@ func (l *frontListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 	}
-}
-
-// admit counts a new connection against MaxConnections and wraps it, or
-// refuses it with 1040 and returns nil.
-func (s *Server) admit(c net.Conn) *frontConn {
-	if n := s.open.Add(1); n > int64(s.limits.MaxConnections) {
-		s.open.Add(-1)
-		s.refused.Add(1)
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = c.Write(errPacket(0, erConCount, "08004", "Too many connections"))
-		c.Close()
-		s.noteRefusals()
-		return nil
-	}
-	return newFrontConn(c, s)
-}
-
-// noteRefusals logs refused connections at most once per 10 seconds.
-func (s *Server) noteRefusals() {
-	now := time.Now().UnixNano()
-	last := s.refusedLogged.Load()
-	if now-last < int64(10*time.Second) || !s.refusedLogged.CompareAndSwap(last, now) {
-		return
-	}
-	s.log.Warn("max_connections reached; refusing connections with 1040 Too many connections",
-		"max_connections", s.limits.MaxConnections, "refused_so_far", s.refused.Load())
 }
 
 // isClosing reports whether Close has been called.
@@ -241,11 +232,12 @@ func clampSeconds(d time.Duration, low int64) int64 {
 // their own values in initSessionTimeouts.
 func setGlobalLimits(l catalog.Server) error {
 	err := sql.SystemVariables.AssignValues(map[string]any{
-		"max_connections":     int64(min(l.MaxConnections, catalog.MaxMaxConnections)),
-		"connect_timeout":     clampSeconds(l.HandshakeTimeout, 2),
-		"wait_timeout":        clampSeconds(l.WaitTimeout, 1),
-		"interactive_timeout": clampSeconds(l.InteractiveTimeout, 1),
-		"max_allowed_packet":  int64(maxCommandBytes),
+		"max_connections":      int64(min(l.MaxConnections, catalog.MaxMaxConnections)),
+		"max_user_connections": int64(l.MaxUserConnections),
+		"connect_timeout":      clampSeconds(l.HandshakeTimeout, 2),
+		"wait_timeout":         clampSeconds(l.WaitTimeout, 1),
+		"interactive_timeout":  clampSeconds(l.InteractiveTimeout, 1),
+		"max_allowed_packet":   int64(maxCommandBytes),
 	})
 	if err != nil {
 		return fmt.Errorf("mysqlfront: server limits: %w", err)

@@ -2,6 +2,7 @@ package mysqlfront
 
 import (
 	"bufio"
+	"container/list"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -61,6 +62,12 @@ const (
 type frontConn struct {
 	raw net.Conn
 	s   *Server
+	// host is the client address as admission counts it (hostKey).
+	host string
+	// Its place in the server's admission, guarded by admission.mu.
+	place          place
+	elem, hostElem *list.Element // in the connecting lists
+	user           string        // the session's user
 
 	closeOnce sync.Once
 	// handshake closes the connection if the connection phase outlives
@@ -71,6 +78,9 @@ type frontConn struct {
 	interactive bool
 	// session is the connection's GMS session, for its @@wait_timeout.
 	session atomic.Pointer[sessionRef]
+	// gmsKnown: GMS has been told of the connection (once authenticated;
+	// see connHandler.NewConnection).
+	gmsKnown atomic.Bool
 	// vconn is vitess's connection over this one (set by NewConnection);
 	// commands are checked against its prepared statements.
 	vconn atomic.Pointer[mysql.Conn]
@@ -107,7 +117,7 @@ type frontConn struct {
 }
 
 func newFrontConn(c net.Conn, s *Server) *frontConn {
-	fc := &frontConn{raw: c, s: s, rw: c}
+	fc := &frontConn{raw: c, s: s, rw: c, host: hostKey(c.RemoteAddr())}
 	fc.br = bufio.NewReader(c)
 	fc.connecting.Store(true)
 	fc.handshake = time.AfterFunc(s.limits.HandshakeTimeout, fc.handshakeExpired)
@@ -121,11 +131,11 @@ func (c *frontConn) SetReadDeadline(t time.Time) error  { return c.raw.SetReadDe
 func (c *frontConn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
 
 // Close closes the client connection; the first Close frees its place
-// under MaxConnections.
+// (admission.go).
 func (c *frontConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.handshake.Stop()
-		c.s.open.Add(-1)
+		c.s.adm.leave(c)
 	})
 	return c.raw.Close()
 }
