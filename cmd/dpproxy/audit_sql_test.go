@@ -120,15 +120,16 @@ func TestAuditorSQL(t *testing.T) {
 	nrows := 0
 	for rows.Next() {
 		var table string
-		var lim, delta, sp, rem, def float64
+		var lim, delta, sp, rem, def, spentDelta, remDelta, deltaPerQuery float64
 		var maxEps *float64
-		if err := rows.Scan(&table, &lim, &delta, &sp, &rem, &def, &maxEps); err != nil {
+		if err := rows.Scan(&table, &lim, &delta, &sp, &rem, &def, &maxEps, &spentDelta, &remDelta, &deltaPerQuery); err != nil {
 			t.Fatal(err)
 		}
 		if table == "events" && lim == 20 && sp == 0 {
 			continue // the demo's other table, unspent
 		}
-		if table != "adult" || lim != 20 || !approxEq(sp, 0.3) || !approxEq(rem, 19.7) || def != 0.1 || maxEps == nil || *maxEps != 2 {
+		if table != "adult" || lim != 20 || !approxEq(sp, 0.3) || !approxEq(rem, 19.7) || def != 0.1 || maxEps == nil || *maxEps != 2 ||
+			spentDelta != 0 || remDelta != delta || deltaPerQuery <= 0 || deltaPerQuery > delta {
 			t.Fatalf("my_budget %v: %s %g %g %g %g %v", cols, table, lim, sp, rem, def, maxEps)
 		}
 		nrows++

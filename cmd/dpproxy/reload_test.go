@@ -100,8 +100,9 @@ func TestReloadRecordsLimits(t *testing.T) {
 	}
 	got := limitEntries(entries(t, p))
 	want := []budget.LimitChange{
-		{Limit: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 12}, Previous: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 10}},
-		{Limit: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.5}, Previous: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.3}},
+		// δ: the catalog's default δ budget (1e-5), unchanged by the reload.
+		{Limit: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 12, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 10, Delta: 1e-5, MaxDelta: 1e-5}},
+		{Limit: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.5, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.3, Delta: 1e-5, MaxDelta: 1e-5}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("limit entries %+v, want %+v", got, want)
