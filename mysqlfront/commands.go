@@ -12,6 +12,8 @@ import (
 	"github.com/dolthub/vitess/go/mysql"
 	"github.com/dolthub/vitess/go/sqltypes"
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
+
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // Checking what clients send before vitess reads it. vitess v0.20's server
@@ -190,7 +192,7 @@ func (c *frontConn) checkCommand(p []byte) (reply *mysql.SQLError, forward bool)
 	case mysql.ComPrepare:
 		// vitess parses the statement itself, outside any handler, and its
 		// parser panics on some malformed text (SELECT'').
-		if _, err := safeParse(string(p[1:])); errors.Is(err, errParserPanic) {
+		if parser.ParserFailed(string(p[1:])) {
 			var se *mysql.SQLError
 			errors.As(syntaxError(string(p[1:])), &se)
 			return se, false

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/vitess/go/mysql"
+
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // MySQL error codes the front sends that vitess does not name.
@@ -89,7 +91,7 @@ func gmsError(err error, stmt, db string, databases func() []string) error {
 			return mysql.NewSQLError(mysql.ERBadFieldError, "42S22", "Unknown column '%s.%s' in 'field list'", m[1], m[2])
 		case reGMSCommandDenied.MatchString(msg):
 			m := reGMSCommandDenied.FindStringSubmatch(msg)
-			verb := strings.ToUpper(firstWord(stmt))
+			verb := strings.ToUpper(parser.FirstWord(stmt))
 			if verb == "" {
 				verb = "This"
 			}
@@ -124,4 +126,15 @@ func gmsError(err error, stmt, db string, databases func() []string) error {
 
 func interrupted() error {
 	return mysql.NewSQLError(erQueryInterrupted, "70100", "Query execution was interrupted")
+}
+
+// syntaxError is MySQL's 1064 for stmt (parser.SyntaxError: the parser's
+// lexer and message, so that the front and the parser agree); "near ”"
+// for a statement the grammar accepts but the front rejects.
+func syntaxError(stmt string) error {
+	e := parser.SyntaxError(stmt)
+	if e == nil {
+		e = parser.Errorf(parser.CodeParseError, "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '' at line 1")
+	}
+	return mysql.NewSQLError(e.Code, e.SQLState, "%s", e.Message)
 }

@@ -557,7 +557,7 @@ scan:
 	}
 	// go-mysql-server parses the statement with vitess, whose parser
 	// panics on some malformed text (SELECT''); MySQL calls it a syntax error.
-	if _, err := safeParse(stmt); errors.Is(err, errParserPanic) {
+	if parser.ParserFailed(stmt) {
 		return syntaxError(stmt)
 	}
 	if isSet {
@@ -652,7 +652,7 @@ func (i *interceptor) databases() []string {
 
 // backendText is stmt as the backend must read it: under a session
 // sql_mode with ANSI_QUOTES or NO_BACKSLASH_ESCAPES, quotes are rewritten
-// to MySQL's default reading (see normaliseQuotes), so that the backend
+// to MySQL's default reading (see parser.NormaliseQuotes), so that the backend
 // recognises "adult" as the table it is.
 func (i *interceptor) backendText(ctx context.Context, c *mysql.Conn, stmt string) string {
 	if !strings.ContainsAny(stmt, "\"\\") || i.sm == nil {
@@ -667,5 +667,5 @@ func (i *interceptor) backendText(ctx context.Context, c *mysql.Conn, stmt strin
 		return stmt
 	}
 	mode := strings.ToUpper(fmt.Sprint(v))
-	return normaliseQuotes(stmt, strings.Contains(mode, "ANSI_QUOTES"), strings.Contains(mode, "NO_BACKSLASH_ESCAPES"))
+	return parser.NormaliseQuotes(stmt, strings.Contains(mode, "ANSI_QUOTES"), strings.Contains(mode, "NO_BACKSLASH_ESCAPES"))
 }

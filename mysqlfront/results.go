@@ -14,6 +14,7 @@ import (
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
 
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // MySQL character set (collation) numbers for column definitions.
@@ -269,61 +270,12 @@ func appendFloat(b []byte, f float64) []byte {
 // those outside quoted strings, backquoted identifiers and comments.
 func placeholders(stmt string) []int {
 	var pos []int
-	for i := 0; i < len(stmt); i++ {
-		switch ch := stmt[i]; ch {
-		case '?':
-			pos = append(pos, i)
-		case '\'', '"', '`':
-			i = skipQuoted(stmt, i)
-		case '#':
-			i = skipLine(stmt, i)
-		case '-':
-			if i+1 < len(stmt) && stmt[i+1] == '-' && (i+2 == len(stmt) || isSpace(stmt[i+2])) {
-				i = skipLine(stmt, i)
-			}
-		case '/':
-			if i+1 < len(stmt) && stmt[i+1] == '*' {
-				if end := strings.Index(stmt[i+2:], "*/"); end >= 0 {
-					i += 2 + end + 1
-				} else {
-					i = len(stmt)
-				}
-			}
+	for _, t := range parser.Tokens(stmt, false) {
+		if t.Quote == 0 && t.Text == "?" {
+			pos = append(pos, t.Start)
 		}
 	}
 	return pos
-}
-
-// skipQuoted returns the offset of the quote closing the one at i (a doubled
-// quote and, in strings, a backslash escape do not close it), or the end.
-func skipQuoted(s string, i int) int {
-	q := s[i]
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			if q != '`' {
-				j++
-			}
-		case q:
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j
-		}
-	}
-	return len(s)
-}
-
-func skipLine(s string, i int) int {
-	if end := strings.IndexByte(s[i:], '\n'); end >= 0 {
-		return i + end
-	}
-	return len(s)
-}
-
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
 
 // number is a plain SQL numeric literal.

@@ -13,6 +13,8 @@ import (
 	"github.com/dolthub/vitess/go/sqltypes"
 	querypb "github.com/dolthub/vitess/go/vt/proto/query"
 	"github.com/dolthub/vitess/go/vt/sqlparser"
+
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // Session statements the front answers itself, because go-mysql-server
@@ -72,7 +74,7 @@ func (s *Server) wasKilled(c *mysql.Conn) bool {
 // frontStatement answers stmt if it is one of the front's own statements;
 // handled is false otherwise.
 func (i *interceptor) frontStatement(ctx context.Context, c *mysql.Conn, stmt string, emit func(*sqltypes.Result) error) (handled bool, err error) {
-	switch firstWord(stmt) {
+	switch parser.FirstWord(stmt) {
 	case "kill":
 		connection, id, err := parseKill(stmt, c.ConnectionID)
 		if err == nil {
@@ -109,8 +111,8 @@ func (i *interceptor) frontStatement(ctx context.Context, c *mysql.Conn, stmt st
 // vitess parses only with a number; connection is false for KILL QUERY.
 func parseKill(stmt string, self uint32) (connection bool, id uint64, err error) {
 	var words []string
-	for _, t := range lexSQL(stmt, false) {
-		w := stmt[t.start:t.end]
+	for _, t := range parser.Tokens(stmt, false) {
+		w := t.Text
 		if w == ";" || strings.HasPrefix(w, "/*!") {
 			continue
 		}

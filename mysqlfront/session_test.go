@@ -105,25 +105,6 @@ func TestSyntaxErrorShape(t *testing.T) {
 	}
 }
 
-func TestNormaliseQuotes(t *testing.T) {
-	for _, c := range []struct {
-		in         string
-		ansi, nobs bool
-		want       string
-	}{
-		{`SELECT COUNT(*) FROM "adult" WHERE "sex" = 'Male'`, true, false, "SELECT COUNT(*) FROM `adult` WHERE `sex` = 'Male'"},
-		{`SELECT "a""b", 'it''s "quoted"' FROM t`, true, false, "SELECT `a\"b`, 'it''s \"quoted\"' FROM t"},
-		{"SELECT \"x`y\" FROM t -- \"comment\"", true, false, "SELECT `x``y` FROM t -- \"comment\""},
-		{`SELECT 'a\' FROM t`, false, true, `SELECT 'a\\' FROM t`},
-		{`SELECT 'a\', "b\" FROM t`, true, true, "SELECT 'a\\\\', `b\\` FROM t"},
-		{`SELECT "unterminated`, true, false, `SELECT "unterminated`},
-		{`SELECT "a" FROM t`, false, false, `SELECT "a" FROM t`},
-	} {
-		if got := normaliseQuotes(c.in, c.ansi, c.nobs); got != c.want {
-			t.Errorf("normaliseQuotes(%q, %v, %v) = %q, want %q", c.in, c.ansi, c.nobs, got, c.want)
-		}
-	}
-}
 
 func TestSQLModeQuotes(t *testing.T) {
 	h := start(t)

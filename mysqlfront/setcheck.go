@@ -22,7 +22,7 @@ func checkPrivacyOptions(stmt string) error {
 	if !strings.Contains(strings.ToLower(stmt), "@dp_") {
 		return nil
 	}
-	ast, err := safeParse(stmt)
+	ast, err := parser.ParseAST(stmt)
 	set, ok := ast.(*sqlparser.Set)
 	if err != nil || !ok {
 		return nil // GMS reports what it cannot run

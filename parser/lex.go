@@ -31,7 +31,11 @@ type token struct {
 // lex returns the significant tokens of s (comments and white space dropped).
 // Unterminated quotes and comments run to the end of s and are kept as
 // tokens, so that the statement keeps them and fails to parse.
-func lex(s string) []token {
+func lex(s string) []token { return lexMode(s, false) }
+
+// lexMode is lex; with noBackslash a backslash in a string is a plain
+// character (sql_mode NO_BACKSLASH_ESCAPES).
+func lexMode(s string, noBackslash bool) []token {
 	var toks []token
 	i := 0
 	for i < len(s) {
@@ -62,7 +66,7 @@ func lex(s string) []token {
 			closed := false
 			var b strings.Builder
 			for j < len(s) {
-				if s[j] == '\\' && j+1 < len(s) {
+				if s[j] == '\\' && j+1 < len(s) && !noBackslash {
 					b.WriteByte(s[j])
 					b.WriteByte(s[j+1])
 					j += 2

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -184,7 +185,7 @@ func ParseAt(sql string, protected Protected, columns Columns, now time.Time) ([
 func vitessParse(text string) (tree sqlparser.Statement, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			tree, err = nil, fmt.Errorf("parser panic: %v", r)
+			tree, err = nil, fmt.Errorf("%w: %v", errParserPanic, r)
 		}
 	}()
 	return sqlparser.Parse(text)
@@ -341,7 +342,9 @@ func unwrapParens(p piece) (piece, bool) {
 func syntaxError(p piece, err error) *Error {
 	text := p.text
 	pos := len(text) // offset just past the offending token; len(text) = end of input
-	if se, ok := vterrors.AsSyntaxError(err); ok {
+	if errors.Is(err, errParserPanic) {
+		pos = 0 // no position: quote the whole statement
+	} else if se, ok := vterrors.AsSyntaxError(err); ok {
 		pos = se.Position - 1
 		if pos >= len(text) {
 			// vitess reports the same position for an error on the last
