@@ -105,7 +105,6 @@ func TestSyntaxErrorShape(t *testing.T) {
 	}
 }
 
-
 func TestSQLModeQuotes(t *testing.T) {
 	h := start(t)
 	conn, err := h.analyst("").Conn(ctx(t))

@@ -101,7 +101,7 @@ func NormaliseQuotes(text string, ansiQuotes, noBackslash bool) string {
 }
 
 // errParserPanic: vitess's parser panicked on the text (it does on some
-// malformed text, such as SELECT''); syntaxError then quotes the whole
+// malformed text, such as SELECT”); syntaxError then quotes the whole
 // statement.
 var errParserPanic = errors.New("the SQL parser failed on this statement")
 
