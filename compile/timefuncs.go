@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/mysqltime"
 	"github.com/dpproxy/dpproxy/parser"
 )
 
@@ -20,7 +21,7 @@ import (
 // bin, and a query that needs it exact there is refused as finer than the
 // bin width.
 
-const day = 86400
+const day = mysqltime.Day
 
 // timeFuncs are the functions evaluated here (parser.scalarFuncs names).
 var timeFuncs = map[string]bool{
@@ -60,95 +61,6 @@ func typeName(v val) string {
 	return "DATETIME"
 }
 
-// parseTimeLiteral reads a time constant as MySQL does: ISO 8601 (and
-// catalog.ParseTime's forms), any punctuation between the date's parts,
-// one-digit months, days and hours, YYYYMMDD and YYYYMMDDHHMMSS.
-func parseTimeLiteral(s string) (sec int64, dateOnly, ok bool) {
-	if sec, dateOnly, ok := catalog.ParseTime(s); ok {
-		return sec, dateOnly, true
-	}
-	s = strings.TrimSpace(s)
-	digits := func(t string) bool {
-		for i := 0; i < len(t); i++ {
-			if t[i] < '0' || t[i] > '9' {
-				return false
-			}
-		}
-		return t != ""
-	}
-	var f [6]int
-	n := 0
-	switch {
-	case digits(s) && (len(s) == 8 || len(s) == 14):
-		for i, w := range []int{4, 2, 2, 2, 2, 2} {
-			if len(s) < w {
-				break
-			}
-			f[i], _ = strconv.Atoi(s[:w])
-			s = s[w:]
-			n = i + 1
-		}
-	default:
-		// Fields of digits separated by one punctuation character; a space
-		// or T between the date and the time; a fraction after seconds.
-		datePart, timePart, _ := strings.Cut(s, " ")
-		if i := strings.IndexAny(datePart, "Tt"); i > 0 && timePart == "" {
-			datePart, timePart = datePart[:i], datePart[i+1:]
-		}
-		if i := strings.IndexByte(timePart, '.'); i >= 0 {
-			if !digits(timePart[i+1:]) {
-				return 0, false, false
-			}
-			timePart = timePart[:i]
-		}
-		split := func(t string, want int) ([]int, bool) {
-			var out []int
-			start := 0
-			for i := 0; i <= len(t); i++ {
-				if i == len(t) || t[i] < '0' || t[i] > '9' {
-					if i == start || i-start > 4 {
-						return nil, false
-					}
-					x, _ := strconv.Atoi(t[start:i])
-					out = append(out, x)
-					start = i + 1
-					if i < len(t) && !strings.ContainsRune("-/.:_", rune(t[i])) {
-						return nil, false
-					}
-				}
-			}
-			return out, len(out) <= want
-		}
-		d, ok := split(datePart, 3)
-		if !ok || len(d) != 3 {
-			return 0, false, false
-		}
-		copy(f[:], d)
-		n = 3
-		if datePart[:strings.IndexAny(datePart, "-/.:_")] != "" && len(datePart[:strings.IndexAny(datePart, "-/.:_")]) <= 2 {
-			if f[0] < 70 {
-				f[0] += 2000
-			} else {
-				f[0] += 1900
-			}
-		}
-		if strings.TrimSpace(timePart) != "" {
-			t, ok := split(strings.TrimSpace(timePart), 3)
-			if !ok || len(t) < 2 {
-				return 0, false, false
-			}
-			copy(f[3:], t)
-			n = 6
-		}
-	}
-	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[0] < 1000 || f[0] > 9999 || f[2] > daysInMonth(f[0], f[1]) || f[3] > 23 || f[4] > 59 || f[5] > 59 {
-		return 0, false, false
-	}
-	return time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC).Unix(), n == 3, true
-}
-
-func daysInMonth(y, m int) int { return time.Date(y, time.Month(m)+1, 0, 0, 0, 0, 0, time.UTC).Day() }
-
 func utc(sec float64) time.Time { return time.Unix(int64(math.Floor(sec)), 0).UTC() }
 
 // asTime reads a function's argument as a time: a DATE or DATETIME as it
@@ -184,27 +96,19 @@ func truncKey(sec float64, unit string) int64 {
 	case "hour":
 		return t.Unix() / 3600
 	case "day":
-		return floorDiv(t.Unix(), day)
+		return mysqltime.FloorDiv(t.Unix(), day)
 	case "week0", "week1": // days since a Sunday (or Monday), in weeks
-		d := floorDiv(t.Unix(), day) + 4 // 1970-01-01 was a Thursday: day 4 of a Sunday week
+		d := mysqltime.FloorDiv(t.Unix(), day) + 4 // 1970-01-01 was a Thursday: day 4 of a Sunday week
 		if unit == "week1" {
 			d--
 		}
-		return floorDiv(d, 7)
+		return mysqltime.FloorDiv(d, 7)
 	case "month":
 		return int64(t.Year())*12 + int64(t.Month()) - 1
 	case "quarter":
 		return int64(t.Year())*4 + int64(t.Month()-1)/3
 	}
 	return int64(t.Year())
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // constantOn gives f's value when every second of t's range is in one
@@ -284,7 +188,7 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 		if err != nil || b.kind == vNull {
 			return b, err
 		}
-		f := func(x, y float64) float64 { return float64(timestampDiff(args[0].str, utc(x), utc(y))) }
+		f := func(x, y float64) float64 { return float64(mysqltime.TimestampDiff(args[0].str, utc(x), utc(y))) }
 		out := val{kind: vNum, typ: tInt, integral: true, lo: f(a.hi, b.lo), hi: f(a.lo, b.hi), mid: f(a.mid, b.mid)}
 		if out.lo == out.hi {
 			out.mid = out.lo
@@ -301,7 +205,9 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 		if unit == "second" || unit == "minute" || unit == "hour" {
 			typ = tDatetime
 		}
-		add := func(sec, k float64) float64 { return float64(addInterval(utc(sec), int64(math.Round(k)), unit).Unix()) }
+		add := func(sec, k float64) float64 {
+			return float64(mysqltime.AddInterval(utc(sec), int64(math.Round(k)), unit).Unix())
+		}
 		out := val{kind: vNum, typ: typ, integral: true, lo: add(t.lo, n.lo), hi: add(t.hi, n.hi), mid: add(t.mid, n.mid)}
 		if out.lo == out.hi {
 			out.mid = out.lo
@@ -324,7 +230,7 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 		if err != nil || b.kind == vNull {
 			return b, err
 		}
-		days := func(s float64) float64 { return float64(floorDiv(int64(math.Floor(s)), day)) }
+		days := func(s float64) float64 { return float64(mysqltime.FloorDiv(int64(math.Floor(s)), day)) }
 		out := val{kind: vNum, typ: tInt, integral: true, lo: days(a.lo) - days(b.hi), hi: days(a.hi) - days(b.lo), mid: days(a.mid) - days(b.mid)}
 		if out.lo == out.hi {
 			out.mid = out.lo
@@ -350,7 +256,7 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 		}
 		return out, nil
 	case "to_days":
-		return monotoneTime(t, tInt, func(x time.Time) float64 { return float64(floorDiv(x.Unix(), day) + 719528) }), nil
+		return monotoneTime(t, tInt, func(x time.Time) float64 { return float64(mysqltime.FloorDiv(x.Unix(), day) + 719528) }), nil
 	case "to_seconds":
 		return monotoneTime(t, tInt, func(x time.Time) float64 { return float64(x.Unix() + 719528*day) }), nil
 	case "year":
@@ -399,12 +305,12 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 		}
 		if name == "yearweek" {
 			return constantOn(t, unit, false, func(x time.Time) val {
-				w, y := calcWeek(x, weekMode(mode)|weekYear)
+				w, y := mysqltime.CalcWeek(x, mysqltime.WeekMode(mode)|mysqltime.WeekYear)
 				return intVal(y*100 + w)
 			}), nil
 		}
 		return constantOn(t, unit, true, func(x time.Time) val {
-			w, _ := calcWeek(x, weekMode(mode))
+			w, _ := mysqltime.CalcWeek(x, mysqltime.WeekMode(mode))
 			return intVal(w)
 		}), nil
 	case "date_format":
@@ -412,7 +318,7 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 			return widen(val{kind: vAny}, args[1], args[1]), nil
 		}
 		format := textOf(args[1])
-		units, sameYear := formatUnits(format)
+		units, sameYear := mysqltime.FormatUnits(format)
 		if sameYear {
 			units = append(units, "year")
 		}
@@ -421,461 +327,14 @@ func (ev *evaluator) timeFunc(name string, args []val) (val, error) {
 				return widen(val{kind: vAny}, t, t), nil
 			}
 		}
-		out := strVal(dateFormat(utc(t.lo), format))
+		out := strVal(mysqltime.DateFormat(utc(t.lo), format))
 		out.splitCol, out.splitCell = t.splitCol, t.splitCell
 		return out, nil
 	}
 	return val{}, parser.Errorf(parser.CodeDPRefused, "the function %s is not supported over dates", strings.ToUpper(name))
 }
 
-// formatUnits lists the calendar units a DATE_FORMAT string reads, and
-// whether it reads a week number that restarts with the year (%U, %u).
-func formatUnits(format string) (units []string, sameYear bool) {
-	for i := 0; i+1 < len(format); i++ {
-		if format[i] != '%' {
-			continue
-		}
-		i++
-		switch format[i] {
-		case 's', 'S', 'f', 'T', 'r':
-			units = append(units, "second")
-		case 'i':
-			units = append(units, "minute")
-		case 'H', 'k', 'h', 'I', 'l', 'p':
-			units = append(units, "hour")
-		case 'd', 'e', 'j', 'a', 'W', 'w', 'D':
-			units = append(units, "day")
-		case 'U', 'X', 'V':
-			units = append(units, "week0")
-			sameYear = sameYear || format[i] == 'U'
-		case 'u', 'x', 'v':
-			units = append(units, "week1")
-			sameYear = sameYear || format[i] == 'u'
-		case 'm', 'c', 'b', 'M':
-			units = append(units, "month")
-		case 'Y', 'y':
-			units = append(units, "year")
-		}
-	}
-	return units, sameYear
-}
-
-// dateFormat is MySQL's DATE_FORMAT in English.
-func dateFormat(t time.Time, format string) string {
-	var b strings.Builder
-	two := func(n int) { b.WriteString(pad(n, 2)) }
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' || i+1 == len(format) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch format[i] {
-		case 'a':
-			b.WriteString(t.Weekday().String()[:3])
-		case 'b':
-			b.WriteString(t.Month().String()[:3])
-		case 'c':
-			b.WriteString(strconv.Itoa(int(t.Month())))
-		case 'D':
-			d := t.Day()
-			suffix := "th"
-			if d/10 != 1 {
-				switch d % 10 {
-				case 1:
-					suffix = "st"
-				case 2:
-					suffix = "nd"
-				case 3:
-					suffix = "rd"
-				}
-			}
-			b.WriteString(strconv.Itoa(d) + suffix)
-		case 'd':
-			two(t.Day())
-		case 'e':
-			b.WriteString(strconv.Itoa(t.Day()))
-		case 'f':
-			b.WriteString("000000")
-		case 'H':
-			two(t.Hour())
-		case 'h', 'I':
-			two((t.Hour()+11)%12 + 1)
-		case 'i':
-			two(t.Minute())
-		case 'j':
-			b.WriteString(pad(t.YearDay(), 3))
-		case 'k':
-			b.WriteString(strconv.Itoa(t.Hour()))
-		case 'l':
-			b.WriteString(strconv.Itoa((t.Hour()+11)%12 + 1))
-		case 'M':
-			b.WriteString(t.Month().String())
-		case 'm':
-			two(int(t.Month()))
-		case 'p':
-			if t.Hour() < 12 {
-				b.WriteString("AM")
-			} else {
-				b.WriteString("PM")
-			}
-		case 'r':
-			b.WriteString(dateFormat(t, "%h:%i:%s %p"))
-		case 'S', 's':
-			two(t.Second())
-		case 'T':
-			b.WriteString(dateFormat(t, "%H:%i:%s"))
-		case 'U':
-			w, _ := calcWeek(t, weekMode(0))
-			two(w)
-		case 'u':
-			w, _ := calcWeek(t, weekMode(1))
-			two(w)
-		case 'V':
-			w, _ := calcWeek(t, weekMode(2)|weekYear)
-			two(w)
-		case 'v':
-			w, _ := calcWeek(t, weekMode(3)|weekYear)
-			two(w)
-		case 'W':
-			b.WriteString(t.Weekday().String())
-		case 'w':
-			b.WriteString(strconv.Itoa(int(t.Weekday())))
-		case 'X':
-			_, y := calcWeek(t, weekMode(2)|weekYear)
-			b.WriteString(pad(y, 4))
-		case 'x':
-			_, y := calcWeek(t, weekMode(3)|weekYear)
-			b.WriteString(pad(y, 4))
-		case 'Y':
-			b.WriteString(pad(t.Year(), 4))
-		case 'y':
-			two(t.Year() % 100)
-		default:
-			b.WriteByte(format[i])
-		}
-	}
-	return b.String()
-}
-
-func pad(n, w int) string {
-	s := strconv.Itoa(n)
-	for len(s) < w {
-		s = "0" + s
-	}
-	return s
-}
-
 // MySQL's week modes (sql_time.cc): the flags of calc_week.
-const (
-	weekMondayFirst  = 1
-	weekYear         = 2
-	weekFirstWeekday = 4
-)
-
-// weekMode turns WEEK()'s mode argument into calc_week's flags.
-func weekMode(mode int) int {
-	m := mode & 7
-	if m&weekMondayFirst == 0 {
-		m ^= weekFirstWeekday
-	}
-	return m
-}
-
-// daynr is MySQL's day number (days since year 0).
-func daynr(t time.Time) int { return int(floorDiv(t.Unix(), day)) + 719528 }
-
-func daysInYear(y int) int {
-	if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
-		return 366
-	}
-	return 365
-}
-
-// calcWeek is MySQL's calc_week: the week number of t under the flags, and
-// the year the week belongs to.
-func calcWeek(t time.Time, flags int) (week, year int) {
-	mondayFirst := flags&weekMondayFirst != 0
-	wYear := flags&weekYear != 0
-	firstWeekday := flags&weekFirstWeekday != 0
-	dnr := daynr(t)
-	first := daynr(time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC))
-	weekday := func(d int) int { // 0 = the first day of the week
-		if mondayFirst {
-			return (d + 5) % 7
-		}
-		return (d + 6) % 7
-	}
-	wd := weekday(first)
-	year = t.Year()
-	if t.Month() == 1 && t.Day() <= 7-wd {
-		if !wYear && (firstWeekday && wd != 0 || !firstWeekday && wd >= 4) {
-			return 0, year
-		}
-		wYear = true
-		year--
-		days := daysInYear(year)
-		first -= days
-		wd = (wd + 53*7 - days) % 7
-	}
-	var days int
-	if firstWeekday && wd != 0 || !firstWeekday && wd >= 4 {
-		days = dnr - (first + (7 - wd))
-	} else {
-		days = dnr - (first - wd)
-	}
-	if wYear && days >= 52*7 {
-		wd = (wd + daysInYear(year)) % 7
-		if !firstWeekday && wd < 4 || firstWeekday && wd == 0 {
-			return 1, year + 1
-		}
-	}
-	return days/7 + 1, year
-}
-
-// addInterval is DATE_ADD(t, INTERVAL n unit): months and years keep the
-// day, clamped to the month's last (MySQL's rule).
-func addInterval(t time.Time, n int64, unit string) time.Time {
-	switch unit {
-	case "second":
-		return t.Add(time.Duration(n) * time.Second)
-	case "minute":
-		return t.Add(time.Duration(n) * time.Minute)
-	case "hour":
-		return t.Add(time.Duration(n) * time.Hour)
-	case "day":
-		return t.AddDate(0, 0, int(n))
-	case "week":
-		return t.AddDate(0, 0, 7*int(n))
-	}
-	months := n
-	switch unit {
-	case "quarter":
-		months *= 3
-	case "year":
-		months *= 12
-	}
-	total := int64(t.Year())*12 + int64(t.Month()) - 1 + months
-	y, m := int(floorDiv(total, 12)), int(total-floorDiv(total, 12)*12)+1
-	d := min(t.Day(), daysInMonth(y, m))
-	return time.Date(y, time.Month(m), d, t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
-}
-
-// timestampDiff is TIMESTAMPDIFF(unit, a, b): whole units from a to b,
-// truncated toward zero.
-func timestampDiff(unit string, a, b time.Time) int64 {
-	secs := b.Unix() - a.Unix()
-	switch unit {
-	case "second":
-		return secs
-	case "minute":
-		return secs / 60
-	case "hour":
-		return secs / 3600
-	case "day":
-		return secs / day
-	case "week":
-		return secs / (7 * day)
-	}
-	neg := b.Before(a)
-	if neg {
-		a, b = b, a
-	}
-	months := int64(b.Year()-a.Year())*12 + int64(b.Month()-a.Month())
-	// A month is whole when b's day and time of month reach a's.
-	if b.Day() < a.Day() || b.Day() == a.Day() && b.Sub(time.Date(b.Year(), b.Month(), b.Day(), 0, 0, 0, 0, time.UTC)) < a.Sub(time.Date(a.Year(), a.Month(), a.Day(), 0, 0, 0, 0, time.UTC)) {
-		months--
-	}
-	switch unit {
-	case "quarter":
-		months /= 3
-	case "year":
-		months /= 12
-	}
-	if neg {
-		return -months
-	}
-	return months
-}
-
-// strToDate is MySQL's STR_TO_DATE for the formats BI tools write: %Y %y
-// %m %c %d %e %H %k %h %I %l %i %s %S %f %p %M %b %W %a %j %T, and %X%V
-// or %x%v with a weekday (%W %a %w). The result is a DATE when the format
-// reads no time of day, else a DATETIME; NULL when s does not match.
-func strToDate(s, format string) val {
-	y, mo, d, h, mi, se := 0, 0, 0, 0, 0, 0
-	wy, wk, wd := -1, -1, -1
-	sundayWeeks, pm, twelve, hasTime, yday := false, false, false, false, 0
-	pos := 0
-	num := func(maxDigits int) (int, bool) {
-		start := pos
-		for pos < len(s) && pos-start < maxDigits && s[pos] >= '0' && s[pos] <= '9' {
-			pos++
-		}
-		if pos == start {
-			return 0, false
-		}
-		n, _ := strconv.Atoi(s[start:pos])
-		return n, true
-	}
-	word := func(names []string, short bool) (int, bool) {
-		for i, n := range names {
-			if short {
-				n = n[:3]
-			}
-			if len(s)-pos >= len(n) && strings.EqualFold(s[pos:pos+len(n)], n) {
-				pos += len(n)
-				return i, true
-			}
-		}
-		return 0, false
-	}
-	months := []string{"January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"}
-	days := []string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"}
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c == ' ' {
-			for pos < len(s) && s[pos] == ' ' {
-				pos++
-			}
-			continue
-		}
-		if c != '%' || i+1 == len(format) {
-			if pos >= len(s) || s[pos] != c {
-				return nullVal
-			}
-			pos++
-			continue
-		}
-		i++
-		ok := true
-		switch format[i] {
-		case 'Y':
-			y, ok = num(4)
-		case 'y':
-			y, ok = num(2)
-			if y < 70 {
-				y += 2000
-			} else {
-				y += 1900
-			}
-		case 'm', 'c':
-			mo, ok = num(2)
-		case 'd', 'e':
-			d, ok = num(2)
-		case 'j':
-			yday, ok = num(3)
-		case 'H', 'k':
-			h, ok = num(2)
-			hasTime = true
-		case 'h', 'I', 'l':
-			h, ok = num(2)
-			twelve, hasTime = true, true
-		case 'i':
-			mi, ok = num(2)
-			hasTime = true
-		case 's', 'S':
-			se, ok = num(2)
-			hasTime = true
-		case 'f':
-			_, ok = num(6)
-			hasTime = true
-		case 'T':
-			var ok1, ok2, ok3 bool
-			h, ok1 = num(2)
-			ok1 = ok1 && pos < len(s) && s[pos] == ':'
-			pos++
-			mi, ok2 = num(2)
-			ok2 = ok2 && pos < len(s) && s[pos] == ':'
-			pos++
-			se, ok3 = num(2)
-			ok, hasTime = ok1 && ok2 && ok3, true
-		case 'p':
-			switch {
-			case len(s)-pos >= 2 && strings.EqualFold(s[pos:pos+2], "PM"):
-				pm = true
-			case len(s)-pos >= 2 && strings.EqualFold(s[pos:pos+2], "AM"):
-			default:
-				ok = false
-			}
-			pos += 2
-		case 'M':
-			mo, ok = word(months, false)
-			mo++
-		case 'b':
-			mo, ok = word(months, true)
-			mo++
-		case 'W':
-			wd, ok = word(days, false)
-		case 'a':
-			wd, ok = word(days, true)
-		case 'w':
-			wd, ok = num(1)
-		case 'X':
-			wy, ok = num(4)
-			sundayWeeks = true
-		case 'x':
-			wy, ok = num(4)
-		case 'V':
-			wk, ok = num(2)
-			sundayWeeks = true
-		case 'v':
-			wk, ok = num(2)
-		case '%':
-			ok = pos < len(s) && s[pos] == '%'
-			pos++
-		default:
-			return nullVal
-		}
-		if !ok {
-			return nullVal
-		}
-	}
-	if twelve {
-		if h < 1 || h > 12 {
-			return nullVal
-		}
-		h %= 12
-		if pm {
-			h += 12
-		}
-	}
-	var t time.Time
-	switch {
-	case wy >= 0 && wk >= 0 && wd >= 0:
-		// %X%V: week 1 starts on the year's first Sunday; %x%v: ISO weeks,
-		// week 1 holds the year's first Thursday, weeks start on Monday.
-		jan1 := time.Date(wy, 1, 1, 0, 0, 0, 0, time.UTC)
-		var start time.Time
-		if sundayWeeks {
-			start = jan1.AddDate(0, 0, (7-int(jan1.Weekday()))%7)
-			start = start.AddDate(0, 0, 7*(wk-1)+wd)
-		} else {
-			off := (int(jan1.Weekday()) + 6) % 7 // days since Monday
-			monday := jan1.AddDate(0, 0, -off)
-			if off > 3 {
-				monday = monday.AddDate(0, 0, 7)
-			}
-			start = monday.AddDate(0, 0, 7*(wk-1)+(wd+6)%7)
-		}
-		t = start.Add(time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(se)*time.Second)
-	case yday > 0 && mo == 0 && d == 0:
-		t = time.Date(y, 1, yday, h, mi, se, 0, time.UTC)
-	default:
-		if mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || se > 59 {
-			return nullVal
-		}
-		t = time.Date(y, time.Month(mo), d, h, mi, se, 0, time.UTC)
-	}
-	if t.Year() < 1000 || t.Year() > 9999 {
-		return nullVal
-	}
-	if hasTime {
-		return timeVal(t.Unix(), tDatetime)
-	}
-	return timeVal(t.Unix(), tDate)
-}
 
 // A bucket such as Superset's week, DATE(DATE_SUB(ts, INTERVAL
 // DAYOFWEEK(ts) - 1 DAY)), is constant on a weekly bin although its parts
@@ -904,7 +363,7 @@ func timePieces(v val) []val {
 	}
 	var out []val
 	for start := lo; start <= hi; {
-		end := min((floorDiv(start, step)+1)*step-1, hi)
+		end := min((mysqltime.FloorDiv(start, step)+1)*step-1, hi)
 		if v.typ == tDate {
 			end = start // a date's values are days: each piece exact
 		}
@@ -994,4 +453,104 @@ func (ev *evaluator) predOnPieces(p parser.Pred, en env) (tri, error) {
 		out = u
 	}
 	return out, nil
+}
+
+// parseTimeLiteral reads a time constant as MySQL does: ISO 8601 (and
+// catalog.ParseTime's forms), any punctuation between the date's parts,
+// one-digit months, days and hours, YYYYMMDD and YYYYMMDDHHMMSS.
+func parseTimeLiteral(s string) (sec int64, dateOnly, ok bool) {
+	if sec, dateOnly, ok := catalog.ParseTime(s); ok {
+		return sec, dateOnly, true
+	}
+	s = strings.TrimSpace(s)
+	digits := func(t string) bool {
+		for i := 0; i < len(t); i++ {
+			if t[i] < '0' || t[i] > '9' {
+				return false
+			}
+		}
+		return t != ""
+	}
+	var f [6]int
+	n := 0
+	switch {
+	case digits(s) && (len(s) == 8 || len(s) == 14):
+		for i, w := range []int{4, 2, 2, 2, 2, 2} {
+			if len(s) < w {
+				break
+			}
+			f[i], _ = strconv.Atoi(s[:w])
+			s = s[w:]
+			n = i + 1
+		}
+	default:
+		// Fields of digits separated by one punctuation character; a space
+		// or T between the date and the time; a fraction after seconds.
+		datePart, timePart, _ := strings.Cut(s, " ")
+		if i := strings.IndexAny(datePart, "Tt"); i > 0 && timePart == "" {
+			datePart, timePart = datePart[:i], datePart[i+1:]
+		}
+		if i := strings.IndexByte(timePart, '.'); i >= 0 {
+			if !digits(timePart[i+1:]) {
+				return 0, false, false
+			}
+			timePart = timePart[:i]
+		}
+		split := func(t string, want int) ([]int, bool) {
+			var out []int
+			start := 0
+			for i := 0; i <= len(t); i++ {
+				if i == len(t) || t[i] < '0' || t[i] > '9' {
+					if i == start || i-start > 4 {
+						return nil, false
+					}
+					x, _ := strconv.Atoi(t[start:i])
+					out = append(out, x)
+					start = i + 1
+					if i < len(t) && !strings.ContainsRune("-/.:_", rune(t[i])) {
+						return nil, false
+					}
+				}
+			}
+			return out, len(out) <= want
+		}
+		d, ok := split(datePart, 3)
+		if !ok || len(d) != 3 {
+			return 0, false, false
+		}
+		copy(f[:], d)
+		n = 3
+		if datePart[:strings.IndexAny(datePart, "-/.:_")] != "" && len(datePart[:strings.IndexAny(datePart, "-/.:_")]) <= 2 {
+			if f[0] < 70 {
+				f[0] += 2000
+			} else {
+				f[0] += 1900
+			}
+		}
+		if strings.TrimSpace(timePart) != "" {
+			t, ok := split(strings.TrimSpace(timePart), 3)
+			if !ok || len(t) < 2 {
+				return 0, false, false
+			}
+			copy(f[3:], t)
+			n = 6
+		}
+	}
+	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[0] < 1000 || f[0] > 9999 || f[2] > mysqltime.DaysInMonth(f[0], f[1]) || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+		return 0, false, false
+	}
+	return time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC).Unix(), n == 3, true
+}
+
+// strToDate is STR_TO_DATE as a value: a DATE or DATETIME, NULL when s
+// does not match (mysqltime.StrToDate).
+func strToDate(s, format string) val {
+	sec, hasTime, ok := mysqltime.StrToDate(s, format)
+	switch {
+	case !ok:
+		return nullVal
+	case hasTime:
+		return timeVal(sec, tDatetime)
+	}
+	return timeVal(sec, tDate)
 }
