@@ -60,13 +60,7 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if len(prot) == 0 {
 		return KindPassthrough, nil, nil
 	}
-	for {
-		p, ok := s.(*sqlparser.ParenSelect)
-		if !ok {
-			break
-		}
-		s = p.Select
-	}
+	s = unwrapSelect(s)
 	sel, ok := s.(*sqlparser.Select)
 	if !ok {
 		if _, isSetOp := s.(*sqlparser.SetOp); isSetOp {
