@@ -86,7 +86,13 @@ func tableDef(t *catalog.Table) string {
 	cp.Budget = catalog.Budget{}
 	cp.Columns = nil
 	var b strings.Builder
-	fmt.Fprintf(&b, "measurements %d|%+v", measureSemantics, cp)
+	def := fmt.Sprintf("%+v", cp)
+	if t.Join == nil {
+		// Tables that join nothing keep the definition they had before
+		// Table.Join existed, so their stored measurements stay usable.
+		def = strings.TrimSuffix(def, " Join:}") + "}"
+	}
+	fmt.Fprintf(&b, "measurements %d|%s", measureSemantics, def)
 	for _, c := range t.Columns {
 		fmt.Fprintf(&b, "|%+v", *c)
 	}
