@@ -719,7 +719,7 @@ func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func
 // the release for the audit, not for the budget.
 func (e *Engine) derive(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, d *decision, sts []*parser.Statement) ([]*Result, error) {
 	if _, err := e.ledger.Record(ctx, budget.KindDerived, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(),
 		Mechanism: "derived", Strategy: usedText(d.joined), QueryDigest: digest(sts),
 	}); err != nil {
 		return nil, e.internal("ledger record", err)
