@@ -308,3 +308,115 @@ func TestJoinTruncationMariaDB(t *testing.T) {
 	dsn := fmt.Sprintf("root@unix(%s)/uj", strings.TrimSuffix(strings.TrimPrefix(srv.AdminDSN, "root@unix("), ")/?multiStatements=true"))
 	checkJoinTruncation(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", "uj.", d)
 }
+
+// without is d with every row of unit u removed from every table.
+func (d joinData) without(u int64) joinData {
+	drop := func(rows [][]any) [][]any {
+		var out [][]any
+		for _, r := range rows {
+			if r[0] != u {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	return joinData{drop(d.events), drop(d.users), drop(d.sessions)}
+}
+
+// The sensitivity of joins on the unit, by brute force: for every join
+// shape, every bound (k alone; k, g and r) and every column set, removing
+// all rows of one unit from every joined table — each unit in turn —
+// moves the bounded histogram by at most min(k, g·r) in L1 norm and by at
+// most min(k, r) in any cell, whatever the fan-out (the heavy unit has 60
+// events and up to three sessions each). The histograms are the brute
+// force that TestJoinTruncation* proves equal to every engine's; one
+// removal per bound is also counted by SQLite itself.
+func TestJoinUnitSensitivity(t *testing.T) {
+	d := joinRows()
+	path := filepath.Join(t.TempDir(), "j.sqlite")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadJoin(t, db, "sqlite", "", d)
+	db.Close()
+	path1 := filepath.Join(t.TempDir(), "j1.sqlite")
+	db, err = sql.Open("sqlite", path1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadJoin(t, db, "sqlite", "", d.without(1))
+	db.Close()
+	for _, unit := range []string{"{column: user_id, max_rows: 4, space: customer}", "{column: user_id, max_rows: 5, max_groups: 2, max_rows_per_group: 2, space: customer}", "{column: user_id, max_rows: 6, max_groups: 3, max_rows_per_group: 1, space: customer}"} {
+		ctx := context.Background()
+		dir := t.TempDir()
+		cat := joinCatalog(t, "main: {driver: sqlite, path: "+path+"}", "", unit)
+		set, err := Open(ctx, cat, Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Close()
+		cat1 := joinCatalog(t, "main: {driver: sqlite, path: "+path1+"}", "", unit)
+		set1, err := Open(ctx, cat1, Options{DataDir: dir}) // the same key
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set1.Close()
+		key, err := loadUnitKey(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range joinShapes {
+			j := &catalog.UnitJoin{Tables: slices.Clone(shape.Tables)}
+			tab, err := catalog.JoinTables(cat, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l1, perCell := float64(tab.Unit.L1()), float64(tab.Unit.PerCell())
+			colSets := [][]*catalog.Column{nil, tab.Columns}
+			for _, c := range tab.Columns {
+				colSets = append(colSets, []*catalog.Column{c})
+			}
+			attained := false
+			for _, cols := range colSets {
+				full, _ := truncation(key, tab, cols, goJoin(j, d))
+				for u := int64(1); u <= 45; u++ {
+					less, _ := truncation(key, tab, cols, goJoin(j, d.without(u)))
+					dist, worst := 0.0, 0.0
+					for i := range full {
+						x := full[i] - less[i]
+						if x < 0 {
+							t.Fatalf("%s %s: removing unit %d added rows to cell %d", unit, tab.Name, u, i)
+						}
+						dist += x
+						worst = max(worst, x)
+					}
+					if dist > l1 || worst > perCell {
+						t.Errorf("%s %s columns %v: unit %d moves the histogram by %v in L1 (bound %v), %v in one cell (bound %v)", unit, tab.Name, names(cols), u, dist, l1, worst, perCell)
+					}
+					attained = attained || dist == l1
+				}
+				// The engine agrees for the heavy unit.
+				got, err := set.Histogram(ctx, tab, cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tab1, err := catalog.JoinTables(cat1, &catalog.UnitJoin{Tables: slices.Clone(shape.Tables)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got1, err := set1.Histogram(ctx, tab1, cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				less, _ := truncation(key, tab, cols, goJoin(j, d.without(1)))
+				if !slices.Equal(got, full) || !slices.Equal(got1, less) {
+					t.Errorf("%s %s columns %v: SQLite %v / %v, brute force %v / %v", unit, tab.Name, names(cols), got, got1, full, less)
+				}
+			}
+			if !attained {
+				t.Errorf("%s %s: no unit attains the bound %v: the test has no power", unit, tab.Name, l1)
+			}
+		}
+	}
+}
