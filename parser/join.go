@@ -70,8 +70,12 @@ type Env struct {
 // a join never counts one protected row twice and the sensitivity is that
 // of the same query without the join).
 //
+// Two or more protected tables of one privacy unit space may be joined on
+// their unit (unitjoin.go): FROM events e [LEFT] JOIN users u ON e.user_id
+// = u.user_id; the query then reads one joined table (Query.UnitJoin).
+//
 // Refused with 3900 and what to write instead: joins between protected
-// tables, a join on a private column, joins to a table that is neither
+// tables that are not on their unit, a join on a private column, joins to a table that is neither
 // protected nor public, a protected table that is not the preserved side
 // (public LEFT JOIN protected), RIGHT joins from the protected table, FULL,
 // NATURAL and CROSS joins, joins without a condition (FROM t, d), ON
