@@ -202,6 +202,9 @@ type Table struct {
 	// Unit is the table's privacy unit with its contribution bounds; nil
 	// means each row is its own unit (row-level privacy).
 	Unit *PrivacyUnit
+	// Join, on a table built by JoinTables (never one the catalog
+	// declares), is the join of protected tables on their unit it reads.
+	Join *UnitJoin
 }
 
 // IsPrivate reports whether name (case-insensitive) is a private column.

@@ -742,12 +742,19 @@ func (p *parser) table(e entry, sources []string) *Table {
 // max_rows_per_group}. The column must not be a domain column; max_rows is
 // required (bounds are declared, never learned from the data).
 func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
-	f, ok := p.fields(n, "column", "max_rows", "max_groups", "max_rows_per_group")
+	f, ok := p.fields(n, "column", "max_rows", "max_groups", "max_rows_per_group", "space")
 	if !ok {
 		return nil
 	}
 	u := &PrivacyUnit{}
 	good := true
+	if sn, ok := f["space"]; ok {
+		if s, ok := p.scalar(sn); !ok {
+			good = false
+		} else if u.Space = strings.ToLower(s); !p.name(sn, u.Space) {
+			good = false
+		}
+	}
 	if cn, ok := f["column"]; !ok {
 		p.required(n, "column")
 		good = false

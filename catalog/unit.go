@@ -24,6 +24,19 @@ type PrivacyUnit struct {
 	// MaxRowsPerGroup is r: the most rows one unit keeps in one cell (0: no
 	// bound beyond MaxRows).
 	MaxRowsPerGroup int64
+	// Space names the privacy unit space (privacy_unit.space): tables of
+	// one space hold rows about the same units, and may be joined on the
+	// unit. "" means the table's own space (Table.Space).
+	Space string
+}
+
+// Space is the privacy unit space of t: its unit's declared space, else
+// the table's name. Two tables are in one space iff their Space is equal.
+func (t *Table) Space() string {
+	if t.Unit != nil && t.Unit.Space != "" {
+		return t.Unit.Space
+	}
+	return t.Name
 }
 
 // MaxUnitRows bounds max_rows: a larger bound would be no bound at all, and

@@ -134,7 +134,7 @@ func (e *Engine) env() parser.Env { return e.envAt(time.Time{}) }
 
 // envAt is env with the request's time (NOW() is one time per request).
 func (e *Engine) envAt(now time.Time) parser.Env {
-	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Now: now}
+	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Units: e.unitColumn, Now: now}
 }
 
 // isPrivate reports whether a column is one queries never read: a
@@ -233,9 +233,9 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		if st.Kind == parser.KindPassthrough {
 			return nil, parser.Errorf(parser.CodeNotSupported, "a statement that does not read a protected table cannot share a request with DP queries; send it separately")
 		}
-		t := e.cat.Table(st.Query.Table)
-		if t == nil {
-			return nil, parser.Errorf(parser.CodeNoSuchTable, "Table '%s.%s' doesn't exist", e.cat.Database, st.Query.Table)
+		t, err := e.queryTable(ctx, st.Query)
+		if err != nil {
+			return nil, err
 		}
 		if err := compile.CheckUnit(t, st.Query); err != nil {
 			return nil, err
@@ -347,11 +347,23 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
+// limits are the budgets a charge on t must fit: each (user, table) and
+// table budget of every table t reads (a join on the unit reads several,
+// unitjoin.go).
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
-	return []budget.Limit{
-		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
-		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+	var out []budget.Limit
+	for _, name := range t.JoinedTables() {
+		jt := t
+		if t.Join != nil {
+			if jt = e.cat.Table(name); jt == nil {
+				continue
+			}
+		}
+		out = append(out,
+			budget.Limit{Scope: "user_table", User: user, Table: jt.Name, Epsilon: jt.Budget.PerUser, Delta: jt.Budget.Delta, MaxDelta: jt.Budget.Delta},
+			budget.Limit{Scope: "table", Table: jt.Name, Epsilon: jt.Budget.Total, Delta: jt.Budget.Delta, MaxDelta: jt.Budget.Delta})
 	}
+	return out
 }
 
 func digest(sts []*parser.Statement) string {
@@ -482,7 +494,7 @@ func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts
 // An overspend is refused with 3901 and charges nothing.
 func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement, unit *budget.UnitBound) (budget.Entry, error) {
 	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(),
 		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts), Unit: unit,
 	}, e.limits(s.User, t))
 	if err != nil {

@@ -118,7 +118,7 @@ func TestJoinPublicTable(t *testing.T) {
 	for _, tc := range []struct{ sql, msg string }{
 		{"SELECT COUNT(*) FROM events WHERE user_id = 3", "column 'user_id' of 'events' is private"},
 		{"SELECT user_id, COUNT(*) FROM events GROUP BY user_id", "column 'user_id' of 'events' is private"},
-		{"SELECT COUNT(*) FROM events e JOIN adult a ON e.country = a.sex", "joins between two protected tables (events and adult)"},
+		{"SELECT COUNT(*) FROM events e JOIN adult a ON e.country = a.sex", "table 'adult' declares no privacy unit: protected tables are joined only on their privacy unit"},
 		{"SELECT COUNT(*) FROM events e JOIN countries d ON e.user_id = d.code", "column 'user_id' of 'events' is private"},
 	} {
 		_, err := f.eng.Answer(context.Background(), s, []string{tc.sql})

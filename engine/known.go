@@ -86,7 +86,13 @@ func tableDef(t *catalog.Table) string {
 	cp.Budget = catalog.Budget{}
 	cp.Columns = nil
 	var b strings.Builder
-	fmt.Fprintf(&b, "measurements %d|%+v", measureSemantics, cp)
+	def := fmt.Sprintf("%+v", cp)
+	if t.Join == nil {
+		// Tables that join nothing keep the definition they had before
+		// Table.Join existed, so their stored measurements stay usable.
+		def = strings.TrimSuffix(def, " Join:}") + "}"
+	}
+	fmt.Fprintf(&b, "measurements %d|%s", measureSemantics, def)
 	for _, c := range t.Columns {
 		fmt.Fprintf(&b, "|%+v", *c)
 	}
@@ -713,7 +719,7 @@ func leastCombined(w *compile.Workload, doms []*domain, c candidate, target func
 // the release for the audit, not for the budget.
 func (e *Engine) derive(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, d *decision, sts []*parser.Statement) ([]*Result, error) {
 	if _, err := e.ledger.Record(ctx, budget.KindDerived, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(),
 		Mechanism: "derived", Strategy: usedText(d.joined), QueryDigest: digest(sts),
 	}); err != nil {
 		return nil, e.internal("ledger record", err)

@@ -747,7 +747,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				if err != nil {
 					return nil, e.internal("ledger read", err)
 				}
-				add("budget "+l.Scope, fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
+				add(budgetLabel(t, l), fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
 			}
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
@@ -902,7 +902,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 		used := costEpsilon(spent, t)
 		after := costEpsilon(spent.Add(cost), t)
-		add("budget "+l.Scope, fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, used, l.Epsilon-after))
+		add(budgetLabel(t, l), fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, used, l.Epsilon-after))
 	}
 	add("charged", "nothing (EXPLAIN)")
 	return res, nil

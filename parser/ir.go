@@ -148,6 +148,9 @@ type Query struct {
 	// key on the whole domain (Join.Match) even when the query reads none
 	// of its columns.
 	Joins []Join
+	// UnitJoin, when not nil, is the join of protected tables on their unit
+	// that Table names (Table is then UnitJoin.Name()).
+	UnitJoin *UnitJoin
 }
 
 // OrderItem orders the output rows. Exactly one of Column / SelectIndex is meaningful:

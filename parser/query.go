@@ -71,6 +71,10 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	if sel.With != nil || hasSubquery(sel) {
 		return 0, nil, refuseSubquery(prot[0])
 	}
+	uj, err := c.unitJoin(sel, prot[0])
+	if err != nil {
+		return 0, nil, err
+	}
 	var tn sqlparser.TableName
 	var ate *sqlparser.AliasedTableExpr
 	var steps []joinStep
@@ -123,6 +127,9 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 		return 0, nil, Errorf(CodeNotSupported, "a domain list over a join is not supported: the public table's values are public, read them directly (SELECT DISTINCT d.region FROM countries d), or count per value with SELECT d.region, COUNT(*) ... GROUP BY d.region")
 	}
 	b.rewriteJoins(q)
+	if uj != nil {
+		q.Table, q.UnitJoin = uj.Name(), uj
+	}
 	return kind, q, nil
 }
 
@@ -168,7 +175,7 @@ func (b *selectBuilder) checkNames() error {
 					if err != nil {
 						return false, err
 					}
-					if b.c.private != nil && !strings.Contains(resolved, ".") && b.c.private(strings.ToLower(b.table.Name.String()), resolved) {
+					if b.c.private != nil && !b.dimName(resolved) && b.c.private(strings.ToLower(b.table.Name.String()), resolved) {
 						return false, nil
 					}
 					return false, b.checkColumn(c, resolved, clause)

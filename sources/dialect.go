@@ -66,7 +66,12 @@ type pushdown struct {
 
 // from is the row source: the table itself. This is the hook where a
 // per-table row filter or a contribution-bounding subquery goes.
-func (q *pushdown) from() string { return table(q.d, sourceTable(q.t)) }
+func (q *pushdown) from() string {
+	if q.t.Join != nil {
+		return q.d.ident(joinedName) // unitjoin.go
+	}
+	return table(q.d, sourceTable(q.t))
+}
 
 func (q *pushdown) bind(v any) string {
 	q.args = append(q.args, v)
@@ -115,7 +120,7 @@ func (q *pushdown) bin(c *catalog.Column) string {
 // GROUP BY b0, b1.
 func (q *pushdown) sql() string {
 	if q.t.Unit != nil {
-		return q.serverBounded(q.key)
+		return q.joined(q.serverBounded(q.key))
 	}
 	if len(q.cols) == 0 {
 		return "SELECT COUNT(*) FROM " + q.from()

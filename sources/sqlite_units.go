@@ -64,6 +64,9 @@ func (s *sqliteSource) boundedQuery(t *catalog.Table, cols []*catalog.Column, pa
 	var args []any
 	bind := func(v any) string { args = append(args, v); return "?" }
 	b := &boundedQuery{t: t, ident: sqliteIdent, table: sqliteTable(sourceTable(t)), pairs: pairs}
+	if t.Join != nil {
+		b.table = sqliteIdent(joinedName) // unitjoin.go
+	}
 	b.hash = func(vals []string) string {
 		return "dpproxy_unit_hash(" + bind(s.key) + ", " + strings.Join(vals, ", ") + ")"
 	}
@@ -80,7 +83,7 @@ func (s *sqliteSource) boundedQuery(t *catalog.Table, cols []*catalog.Column, pa
 		}
 		b.cellOf = func(outs []string) string { return outs[0] }
 	}
-	return b.sql(), args
+	return withJoined(t, sqliteIdent, sqliteTable, b.sql()), args
 }
 
 var registerUnitOnce sync.Once

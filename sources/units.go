@@ -303,7 +303,7 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	case *server:
 		db, cancel = be.db, be.cancel
 		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
-		q = pd.serverBoundedPairs()
+		q = pd.joined(pd.serverBoundedPairs())
 		args = pd.args
 	default:
 		return fmt.Errorf("table %s: no unit cells for this source", t.Name)
