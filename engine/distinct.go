@@ -39,11 +39,8 @@ func (e *Engine) distinctOptions(s *Session, t *catalog.Table, w *compile.Worklo
 // units per group, exactly counted from each unit's bounded cells
 // (exec.CountDistinct), charged, then perturbed (see exec.DistinctNoise
 // for the sensitivity and cost).
-func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
-	opt, cost, n, err := e.distinctOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, p *prepared, sts []*parser.Statement) ([]*Result, error) {
+	w, opt, cost, n := p.w, p.opt, p.cost, p.distinct
 	uc, ok := e.hist.(exec.UnitCounter)
 	if !ok {
 		return nil, e.internal("count distinct", errors.New("the histogram source cannot list unit cells"))
@@ -79,12 +76,9 @@ func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, w *
 }
 
 // explainDistinct finishes EXPLAIN for a COUNT(DISTINCT <unit>) batch.
-func (e *Engine) explainDistinct(s *Session, t *catalog.Table, w *compile.Workload, res *Result, queries func()) (*Result, error) {
+func (e *Engine) explainDistinct(t *catalog.Table, p *prepared, res *Result, queries func()) (*Result, error) {
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
-	opt, cost, n, err := e.distinctOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+	opt, cost, n := p.opt, p.cost, p.distinct
 	queries()
 	add("noise", string(opt.Noise))
 	if opt.Noise == catalog.Gaussian {

@@ -381,11 +381,13 @@ func normalise(s string) string {
 }
 
 func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
-	w, err := compile.Compile(t, sts)
+	p, err := e.prepare(s, t, sts)
 	if err != nil {
 		return nil, err
 	}
-	if !w.Measured() {
+	w := p.w
+	switch p.route {
+	case routeKnown:
 		// Every answer is a fact about the declared domain (groups the WHERE
 		// excludes by construction, COUNT 0, SUM NULL): exact, nothing
 		// measured, nothing charged, no ledger entry — like LIMIT 0.
@@ -394,17 +396,12 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			out[q] = assemble(w, qu, nil, nil)
 		}
 		return out, nil
+	case routeDistinct:
+		return e.distinct(ctx, s, t, p, sts)
+	case routeTopK:
+		return e.topK(ctx, s, t, p, sts)
 	}
-	if w.CountsUnits() {
-		return e.distinct(ctx, s, t, w, sts)
-	}
-	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
-		return e.topK(ctx, s, t, w, sts)
-	}
-	opt, cost, plan, err := e.options(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+	opt, cost, plan := p.opt, p.cost, p.plan
 	key := reuseKey(t, sts, opt)
 	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
 		// What the stored measurements already answer, and what to

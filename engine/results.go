@@ -614,16 +614,11 @@ func domainList(t *catalog.Table, st *parser.Statement) (*Result, error) {
 // strategies considered with their expected errors, the privacy cost, each
 // answer's standard error, and the budget that would remain.
 func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) (*Result, error) {
-	inner := make([]*parser.Statement, len(sts))
-	for i, st := range sts {
-		cp := *st
-		cp.Kind = parser.KindAggregate
-		inner[i] = &cp
-	}
-	w, err := compile.Compile(t, inner)
+	p, err := e.prepare(s, t, sts)
 	if err != nil {
 		return nil, err
 	}
+	w := p.w
 	res := &Result{Columns: []Column{{Name: "property", Type: TypeString}, {Name: "value", Type: TypeString}}}
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
 	var dom []string
@@ -652,7 +647,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			}
 		}
 	}
-	if !w.Measured() {
+	if p.route == routeKnown {
 		cells := 1.0
 		for _, n := range w.Sizes() {
 			cells *= float64(n)
@@ -664,20 +659,10 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("charged", "nothing (EXPLAIN)")
 		return res, nil
 	}
-	if w.CountsUnits() {
-		return e.explainDistinct(s, t, w, res, queries)
+	if p.route == routeDistinct {
+		return e.explainDistinct(t, p, res, queries)
 	}
-	opt, cost, plan, err := e.options(s, t, w)
-	if err != nil {
-		return nil, err
-	}
-	var selEps float64
-	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
-		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
-			return nil, err
-		}
-		plan = nil
-	}
+	opt, cost, plan, selEps := p.opt, p.cost, p.plan, p.selEps
 	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	queries()
 	switch {

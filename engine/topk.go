@@ -122,12 +122,9 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 // with the remaining budget by the matrix mechanism and only the selected
 // groups are shown (post-processing). Both are charged in one ledger entry
 // before anything is released.
-func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
+func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, p *prepared, sts []*parser.Statement) ([]*Result, error) {
+	w, opt, cost, selEps := p.w, p.opt, p.cost, p.selEps
 	q := w.Queries[0]
-	opt, cost, selEps, err := e.topKOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
 	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
 	if selEps > EpsilonRange.Max {
 		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is above the largest supported (%g)", selEps, EpsilonRange.Max)
@@ -150,6 +147,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		}
 		var version string // measurements of the values are kept like any
 		if plan != nil {
+			var err error
 			if version, err = e.measurementVersion(ctx, t); err != nil {
 				return nil, err
 			}
