@@ -261,27 +261,29 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		if user.Role != catalog.RoleAnalyst {
 			return nil, parser.Errorf(parser.CodeDPRefused, "user '%s' has role %s; only analysts run DP queries", user.Name, user.Role)
 		}
-		if st.Kind == parser.KindExplain {
-			// Consecutive EXPLAINs on one table explain the batch the same
-			// statements would form if run: one plan, one cost. Each
-			// statement gets that batch's explanation as its result.
-			j := i + 1
-			for j < len(parsed) && parsed[j].Kind == parser.KindExplain && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
-				!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
-				j++
+		// A run of consecutive statements over one table is one batch
+		// (never a top-k, which is measured alone); a run of EXPLAINs
+		// explains the batch the same statements would form if run: one
+		// plan, one cost, the explanation the result of each.
+		explain := st.Kind == parser.KindExplain
+		j := i + 1
+		for j < len(parsed) && parsed[j].Kind == st.Kind && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
+			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
+			j++
+		}
+		run := parsed[i:j]
+		tb, sb, err := e.openTable(ctx, s, t, run, explain)
+		var sx *selectionExplain
+		switch {
+		case explain && errors.As(err, &sx):
+			for r := sx.result(); i < j; i++ {
+				out = append(out, r)
 			}
-			te, _, err := e.openTable(ctx, s, t, parsed[i:j], true)
-			var sx *selectionExplain
-			if errors.As(err, &sx) {
-				for r := sx.result(); i < j; i++ {
-					out = append(out, r)
-				}
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			r, err := e.explain(ctx, s, te, parsed[i:j])
+			continue
+		case err != nil:
+			return nil, err
+		case explain:
+			r, err := e.explain(ctx, s, tb, run)
 			if err != nil {
 				return nil, err
 			}
@@ -290,24 +292,15 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			}
 			continue
 		}
-		j := i + 1
-		for j < len(parsed) && parsed[j].Kind == parser.KindAggregate && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
-			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
-			j++
-		}
-		tb, sb, err := e.openTable(ctx, s, t, parsed[i:j], false)
+		rs, err := e.batch(ctx, sb, tb, run)
 		if err != nil {
 			return nil, err
 		}
-		rs, err := e.batch(ctx, sb, tb, parsed[i:j])
-		if err != nil {
-			return nil, err
-		}
-		if len(rs) != j-i {
-			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), j-i))
+		if len(rs) != len(run) {
+			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), len(run)))
 		}
 		for k, r := range rs {
-			out = append(out, limit(parsed[i+k], r))
+			out = append(out, limit(run[k], r))
 		}
 		i = j
 	}
