@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
-	"path/filepath"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // errReadOnly is returned by every write on a Ledger from OpenReadOnly.
@@ -25,15 +25,13 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 	if path == "" {
 		return nil, errors.New("budget: open ledger: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	uri, abs, err := sqlitefile.URI(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", path, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
 	}
-	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
-		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", uri)
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)

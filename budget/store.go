@@ -8,14 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // busyTimeout is how long an operation waits for another connection or
@@ -100,13 +100,10 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	if path == "" {
 		return nil, errors.New("budget: open ledger: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	uri, abs, err := sqlitefile.URI(path, "_pragma=synchronous(FULL)")
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", path, err)
 	}
-	// A file: URI so that any character in the path is escaped; the
-	// underscored parameters are read by the driver for every connection.
-	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?_pragma=synchronous(FULL)"
 	db, err := sql.Open("sqlite", uri+fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
