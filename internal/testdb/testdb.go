@@ -30,7 +30,7 @@ import (
 
 // Server is a running database server.
 type Server struct {
-	Kind string // "postgres" or "mariadb"
+	Kind string // "postgres", "mariadb" or "clickhouse"
 	Host string // 127.0.0.1
 	Port int
 	// AdminDSN connects as the superuser: a pgx connection string, or a
@@ -39,6 +39,9 @@ type Server struct {
 	// Driver is the database/sql driver name AdminDSN is for ("pgx" or
 	// "mysql"); the caller imports the driver.
 	Driver string
+	// Shards are a ClickHouse cluster's nodes' DSNs, in shard order
+	// (AdminDSN is the first's); nil for the other servers.
+	Shards []string
 	dir    string
 	stop   func() error
 }
