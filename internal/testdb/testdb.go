@@ -1,6 +1,7 @@
 // Package testdb starts real database servers for tests: a PostgreSQL and a
 // MariaDB (the Debian packages postgresql and mariadb-server), each in a
-// temporary directory, listening on a free loopback port, stopped and
+// temporary directory, listening on a free loopback port, and a three-shard
+// ClickHouse cluster (clickhouse-server, clickhouse.go), all stopped and
 // removed by Stop. Start one per test package in TestMain and share it:
 //
 //	var pg = testdb.NewLazy(testdb.StartPostgres)
