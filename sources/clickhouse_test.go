@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +310,123 @@ func TestClickHouseDSNRedacted(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Fatalf("http dsn: %v", err)
 	}
+}
+
+// BenchmarkClickHouseUnitHistogram times a cold unit-bounded histogram of
+// kind × hour (max_rows 5) over DPPROXY_BENCH_ROWS rows (default
+// 10,000,000; 10 rows per unit, so bounding keeps half) on the three-shard
+// cluster, against ClickHouse's own plain GROUP BY of the same cells over
+// the same Distributed table in the same iteration, and reports each as a
+// ratio to it: bounded on each shard (shard_key: uid, the table being
+// sharded by uid) and bounded globally (no shard_key).
+//
+//	go test ./sources -run XXX -bench ClickHouseUnitHistogram -benchtime 3x
+func BenchmarkClickHouseUnitHistogram(b *testing.B) {
+	rows := 10_000_000
+	if v, err := strconv.Atoi(os.Getenv("DPPROXY_BENCH_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	srv := chServer.Get(b)
+	ctx := context.Background()
+	if err := srv.ExecShards(ctx, "CREATE DATABASE IF NOT EXISTS bench", "DROP TABLE IF EXISTS bench.ev_local",
+		"CREATE TABLE bench.ev_local (uid Int64, kind String, hour Int64) ENGINE = MergeTree ORDER BY uid"); err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Exec(ctx, "DROP TABLE IF EXISTS bench.ev",
+		"CREATE TABLE bench.ev AS bench.ev_local ENGINE = Distributed("+testdb.ClickHouseCluster+", bench, ev_local, uid)"); err != nil {
+		b.Fatal(err)
+	}
+	units := max(rows/10, 1)
+	start := time.Now()
+	for i, dsn := range srv.Shards {
+		db, err := sql.Open("clickhouse", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Each node generates its own units' rows (uid % 3 = node).
+		_, err = db.ExecContext(ctx, fmt.Sprintf(`INSERT INTO bench.ev_local SELECT (number * 7919) %% %d AS uid,
+			['view', 'cart', 'buy'][number %% 3 + 1], intDiv(number, 3) %% 24 FROM numbers(%d) WHERE uid %% %d = %d`, units, rows, len(srv.Shards), i))
+		db.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("loaded %d rows in %v", rows, time.Since(start).Round(time.Millisecond))
+	y := `database: b
+sources: {main: {driver: clickhouse, dsn: "` + srv.AdminDSN + `"}}
+tables:
+  per_shard:
+    source_table: bench.ev
+    shard_key: uid
+    budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    privacy_unit: {column: uid, max_rows: 5}
+    columns: &cols
+      kind: {type: categorical, values: [view, cart, buy]}
+      hour: {type: integer, min: 0, max: 23}
+  global:
+    source_table: bench.ev
+    budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    privacy_unit: {column: uid, max_rows: 5}
+    columns: *cols
+`
+	cat, err := catalog.Parse("b.yaml", []byte(y))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	plain, err := sql.Open("clickhouse", srv.AdminDSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close()
+	var groupBy, perShard, global time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := plain.QueryContext(ctx, "SELECT kind, hour, count() FROM bench.ev GROUP BY kind, hour")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for r.Next() {
+			n++
+		}
+		if err := r.Err(); err != nil || n != 72 {
+			b.Fatalf("plain GROUP BY: %d groups, %v", n, err)
+		}
+		r.Close()
+		groupBy += time.Since(t0)
+		for _, tc := range []struct {
+			table string
+			d     *time.Duration
+		}{{"per_shard", &perShard}, {"global", &global}} {
+			set, err := Open(ctx, cat, Options{DataDir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t := cat.Table(tc.table)
+			t0 := time.Now()
+			h, err := set.Histogram(ctx, t, t.Columns)
+			*tc.d += time.Since(t0)
+			set.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			total := 0.0
+			for _, x := range h {
+				total += x
+			}
+			if want := float64(units * 5); total != want {
+				b.Fatalf("%s: %v rows kept, want %v", tc.table, total, want)
+			}
+		}
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
+	b.ReportMetric(float64(rows), "rows")
+	b.ReportMetric(ms(groupBy), "groupby-ms")
+	b.ReportMetric(ms(perShard), "pershard-ms")
+	b.ReportMetric(ms(global), "global-ms")
+	b.ReportMetric(float64(perShard)/float64(groupBy), "pershard/groupby")
+	b.ReportMetric(float64(global)/float64(groupBy), "global/groupby")
 }
