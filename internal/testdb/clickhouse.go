@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,17 +55,16 @@ func StartClickHouse(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]int, ClickHouseShards)
-	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
+	// Three distinct free ports (FreePort may hand the same one twice).
+	var ports []int
+	for len(ports) < ClickHouseShards {
+		p, err := FreePort()
+		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		for j := 0; j < i; j++ {
-			if ports[j] == ports[i] {
-				i-- // the same free port twice: draw again
-				break
-			}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
 		}
 	}
 	var remote strings.Builder
