@@ -435,6 +435,9 @@ func (p *parser) catalog(root node) *Catalog {
 		}
 		for _, e := range es {
 			if t := p.table(e, sourceNames); t != nil {
+				if s := cat.Sources[t.Source]; t.ShardKey != "" && s != nil && s.Driver != DriverClickHouse {
+					p.errorf(e.val.line, join(e.val.path, "shard_key"), "only for driver clickhouse (source %s is %s)", s.Name, s.Driver)
+				}
 				cat.Tables = append(cat.Tables, t)
 			}
 		}
@@ -536,7 +539,7 @@ func (p *parser) source(e entry) *Source {
 	s := &Source{Name: e.key}
 	if n, ok := f["driver"]; !ok {
 		p.required(e.val, "driver")
-	} else if d, ok := p.word(n, DriverSQLite, DriverPostgres, DriverMySQL); ok {
+	} else if d, ok := p.word(n, DriverSQLite, DriverPostgres, DriverMySQL, DriverClickHouse); ok {
 		s.Driver = d
 	}
 	text := func(key string, dst *string) (node, bool) {
@@ -576,7 +579,7 @@ func (p *parser) source(e entry) *Source {
 				p.errorf(n.line, n.path, "not used by driver sqlite (it reads the file at path)")
 			}
 		}
-	case DriverPostgres, DriverMySQL:
+	case DriverPostgres, DriverMySQL, DriverClickHouse:
 		if hasPath {
 			p.errorf(pathN.line, pathN.path, "not used by driver %s (give dsn or dsn_env)", s.Driver)
 		}
@@ -654,7 +657,7 @@ var sourceTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (p *parser) table(e entry, sources []string) *Table {
 	nameOK := p.name(e.val, e.key)
-	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "private_columns", "privacy_unit")
+	f, ok := p.fields(e.val, "source", "source_table", "noise", "budget", "columns", "max_cells", "reuse_measurements", "private_columns", "privacy_unit", "shard_key")
 	if !ok {
 		return nil
 	}
@@ -731,6 +734,11 @@ func (p *parser) table(e entry, sources []string) *Table {
 	}
 	if n, ok := f["privacy_unit"]; ok {
 		t.Unit = p.privacyUnit(n, t)
+	}
+	if n, ok := f["shard_key"]; ok {
+		if s, ok := p.scalar(n); ok && p.name(n, strings.ToLower(s)) {
+			t.ShardKey = strings.ToLower(s)
+		}
 	}
 	if !nameOK {
 		return nil

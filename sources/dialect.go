@@ -39,6 +39,13 @@ type dialect interface {
 	keyedHash(key string, vals []string) string
 }
 
+// utcTime is a dialect without a session time zone (ClickHouse): utc
+// converts a time column or a time literal to UTC for the comparisons of
+// pushdown.bin.
+type utcTime interface {
+	utc(expr string) string
+}
+
 // table quotes a possibly qualified source table, part by part:
 // "shop.orders" is "shop"."orders", never one name "shop.orders".
 func table(d dialect, sourceTable string) string {
@@ -103,8 +110,12 @@ func (q *pushdown) bin(c *catalog.Column) string {
 	case catalog.TimeRange:
 		// Literals compare as the column's type: timestamps and dates in
 		// the session's UTC.
-		fmt.Fprintf(&b, " WHEN %s < '%s' THEN %d WHEN %s >= '%s' THEN %d ELSE %s END",
-			col, catalog.FormatTime(c.Min, false), cell(c.LowCell()), col, catalog.FormatTime(c.Max+1, false), cell(c.HighCell()), q.d.timeBin(col, c))
+		tcol, lo, hi := col, "'"+catalog.FormatTime(c.Min, false)+"'", "'"+catalog.FormatTime(c.Max+1, false)+"'"
+		if u, ok := q.d.(utcTime); ok {
+			tcol, lo, hi = u.utc(tcol), u.utc(lo), u.utc(hi)
+		}
+		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s >= %s THEN %d ELSE %s END",
+			tcol, lo, cell(c.LowCell()), tcol, hi, cell(c.HighCell()), q.d.timeBin(col, c))
 	default:
 		k := len(c.Edges) - 1
 		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s > %s THEN %d", col, number(c.Edges[0]), cell(c.LowCell()), col, number(c.Edges[k]), cell(c.HighCell()))

@@ -156,6 +156,17 @@ func open(ctx context.Context, cfg *catalog.Source, dataDir, key string) (*sourc
 			srv.version = srv.d.defaultVersion()
 		}
 		src.be = srv
+	case catalog.DriverClickHouse:
+		d, err := dsn(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := openClickHouse(ctx, d, cfg.MaxConnections)
+		if err != nil {
+			return nil, err
+		}
+		ch.key, ch.version = key, cfg.VersionQuery
+		src.be, conns = ch, chDefaultConnections
 	default:
 		return nil, fmt.Errorf("unsupported driver %q", cfg.Driver)
 	}

@@ -300,6 +300,8 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	case *sqliteSource:
 		db = be.db
 		q, args = be.boundedQuery(t, cols, true)
+	case *chSource:
+		return be.unitCells(ctx, t, cols, fn)
 	case *server:
 		db, cancel = be.db, be.cancel
 		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
