@@ -344,7 +344,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
 		return e.topK(ctx, s, t, w, sts)
 	}
-	opt, cost, plan, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return nil, err
 	}
@@ -457,6 +457,9 @@ func (e *Engine) planError(err error) error {
 	var cells *planner.CellsError
 	if errors.As(err, &cells) {
 		return parser.Errorf(parser.CodeDPRefused, "%s", cells.Error())
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // the request's context ended planning, as in released
 	}
 	return e.internal("plan", err)
 }

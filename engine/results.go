@@ -665,15 +665,15 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		return res, nil
 	}
 	if w.CountsUnits() {
-		return e.explainDistinct(s, t, w, res, queries)
+		return e.explainDistinct(ctx, s, t, w, res, queries)
 	}
-	opt, cost, plan, err := e.options(s, t, w)
+	opt, cost, plan, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return nil, err
 	}
 	var selEps float64
 	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
-		if opt, cost, selEps, err = e.topKOptions(s, t, w); err != nil {
+		if opt, cost, selEps, err = e.topKOptions(ctx, s, t, w); err != nil {
 			return nil, err
 		}
 		plan = nil
@@ -720,7 +720,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	// A top-k without counts measures nothing and returned above: only
 	// batches that measure values are planned (with options to plan with).
 	if plan == nil {
-		if plan, err = e.choose(w, opt); err != nil {
+		if plan, err = e.choose(ctx, w, opt); err != nil {
 			return nil, err
 		}
 	}

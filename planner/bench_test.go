@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func cubeWorkload(tb testing.TB) *compile.Workload {
 func BenchmarkChooseCube(b *testing.B) {
 	w := cubeWorkload(b)
 	for i := 0; i < b.N; i++ {
-		if _, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		if _, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,7 +58,7 @@ func BenchmarkChooseCube(b *testing.B) {
 // Per-answer variances of the 10⁶ groups (what exec and EXPLAIN evaluate).
 func BenchmarkVarianceCube(b *testing.B) {
 	w := cubeWorkload(b)
-	p, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,12 +79,12 @@ func BenchmarkVarianceCube(b *testing.B) {
 func BenchmarkChooseCached(b *testing.B) {
 	w := cubeWorkload(b)
 	pl := New()
-	if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+	if _, err := pl.Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		if _, err := pl.Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -105,7 +106,7 @@ func BenchmarkKronError(b *testing.B) {
 
 func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeLaplace(g, time.Now().Add(budget))
+		r, err := optimizeLaplace(context.Background(), g, workOf(budget.Seconds()))
 		if err != nil || r == nil {
 			b.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func BenchmarkOptimizeLaplaceAllRange4096(b *testing.B) {
 
 func benchOptimizeGauss(b *testing.B, g Gram) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeGauss(g, time.Now().Add(time.Minute))
+		r, err := optimizeGauss(context.Background(), g, workOf(60))
 		if err != nil {
 			b.Fatal(err)
 		}

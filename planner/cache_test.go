@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 func TestOptimisedPanicReleasesWaiters(t *testing.T) {
 	pl := New()
 	calls := 0
-	pl.optimiser = func(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+	pl.optimiser = func(_ context.Context, g Gram, fam catalog.NoiseFamily, work float64) (*colOpt, optInfo, error) {
 		calls++
 		if calls == 1 {
 			panic("injected optimiser panic")
@@ -28,11 +29,11 @@ func TestOptimisedPanicReleasesWaiters(t *testing.T) {
 				t.Fatal("the optimiser's panic did not reach the caller")
 			}
 		}()
-		pl.optimised(g, catalog.Laplace, time.Now().Add(time.Second))
+		pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
 	}()
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := pl.optimised(g, catalog.Laplace, time.Now().Add(time.Second))
+		_, _, err := pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
 		done <- err
 	}()
 	select {
