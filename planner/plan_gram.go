@@ -114,6 +114,9 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 	for j, g := range grams {
 		n := g.N()
 		for _, o := range fixedOptions(n) {
+			if err := stopped(ctx); err != nil {
+				return nil, err
+			}
 			t0 := time.Now()
 			e := traceWith(g, o)
 			cols[j] = append(cols[j], colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})

@@ -162,6 +162,11 @@ func projLBFGS(ctx context.Context, fg func(x, grad []float64) float64, x []floa
 		var fn float64
 		accepted := false
 		for ls := 0; ls < 30; ls++ {
+			if ls > 0 {
+				if err := stopped(ctx); err != nil {
+					return f, evals, err
+				}
+			}
 			for i := range x {
 				xn[i] = clamp(x[i] + step*d[i])
 			}
