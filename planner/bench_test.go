@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -104,9 +103,9 @@ func BenchmarkKronError(b *testing.B) {
 	}
 }
 
-func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
+func benchOptimizeLaplace(b *testing.B, g Gram, work float64) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeLaplace(context.Background(), g, workOf(budget.Seconds()))
+		r, err := optimizeLaplace(context.Background(), g, work)
 		if err != nil || r == nil {
 			b.Fatal(err)
 		}
@@ -115,20 +114,20 @@ func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
 }
 
 func BenchmarkOptimizeLaplaceAllRange1024(b *testing.B) {
-	benchOptimizeLaplace(b, AllRangeGram{Size: 1024}, 600*time.Millisecond)
+	benchOptimizeLaplace(b, AllRangeGram{Size: 1024}, columnWork(1024))
 }
 
 func BenchmarkOptimizeLaplacePrefix1024(b *testing.B) {
-	benchOptimizeLaplace(b, PrefixGram{Size: 1024}, 600*time.Millisecond)
+	benchOptimizeLaplace(b, PrefixGram{Size: 1024}, columnWork(1024))
 }
 
 func BenchmarkOptimizeLaplaceAllRange4096(b *testing.B) {
-	benchOptimizeLaplace(b, AllRangeGram{Size: 4096}, 9600*time.Millisecond)
+	benchOptimizeLaplace(b, AllRangeGram{Size: 4096}, workOf(9.6))
 }
 
 func benchOptimizeGauss(b *testing.B, g Gram) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeGauss(context.Background(), g, workOf(60))
+		r, err := optimizeGauss(context.Background(), g, workOf(60)) // to its tolerance
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -139,7 +139,7 @@ func TestExpandedStrategyMatchesBruteForce(t *testing.T) {
 // Compression never makes the optimised strategy worse: on daily totals
 // over hourly cells (with idle hours) the compressed optimum's expected
 // error, Δ²·trace(G·(AᵀA)⁺), is at most the uncompressed optimiser's with
-// the same time.
+// the same work.
 func TestCompressionNoWorse(t *testing.T) {
 	g := dayGram(25, 12, 20) // 320 cells, 26 classes
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {

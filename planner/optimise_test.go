@@ -412,7 +412,7 @@ func TestOptimisedStrategies(t *testing.T) {
 func TestGaussianDualityGap(t *testing.T) {
 	for _, g := range []Gram{AllRangeGram{Size: 256}, PrefixGram{Size: 256}, AllRangeGram{Size: 3}} {
 		t.Run(g.Key(), func(t *testing.T) {
-			r, err := optimizeGauss(context.Background(), g, workOf(10))
+			r, err := optimizeGauss(context.Background(), g, columnWork(g.N())) // what ChooseKronecker gives it
 			if err != nil {
 				t.Fatal(err)
 			}
