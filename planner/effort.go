@@ -10,7 +10,7 @@ import (
 //
 // A plan is a deterministic function of the catalog, the batch and the
 // options, so that an auditor can re-derive any charge's strategy on
-// another machine (Plan.StrategyDigest). Every optimiser therefore stops at
+// another machine of the same architecture (Plan.StrategyDigest). Every optimiser therefore stops at
 // its tolerance or at a budget of work — estimated multiply-adds, counted
 // per objective evaluation or fixed-point iteration from the problem's
 // dimensions (pIdentity.evalCost, mulCost, …) — and never at a deadline.
@@ -33,20 +33,20 @@ const workRate = 1e9
 // workOf is the work the development machine did in seconds s.
 func workOf(s float64) float64 { return s * workRate }
 
-var (
+const (
 	// chooseWork bounds the coordinate descent over optimised columns in
 	// one planning pass of Choose (formerly 300 ms).
-	chooseWork = workOf(0.3)
+	chooseWork = 0.3 * workRate
 	// smallColumnExtra is added to the work of a column of at most
 	// smallColumn cells, whose search runs every pseudo-random start to its
 	// tolerance within that cap (formerly 250 ms past the deadline).
-	smallColumnExtra = workOf(0.25)
+	smallColumnExtra = 0.25 * workRate
 	// weightsWork bounds the marginal/residual weight optimisation that
 	// Choose runs for batches over different column sets (formerly 50 ms).
-	weightsWork = workOf(0.05)
+	weightsWork = 0.05 * workRate
 	// marginalsWork bounds each of ChooseMarginals' optimisers (formerly
 	// 300 ms each).
-	marginalsWork = workOf(0.3)
+	marginalsWork = 0.3 * workRate
 )
 
 // smallColumn is the largest column whose Laplace search runs every
