@@ -406,12 +406,14 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 		// Optimised per-column strategies, by coordinate descent from the best
 		// enumerated product: column j's error, the others fixed, is
 		// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram). The descent stops
-		// after three rounds, or once the columns optimised have spent
-		// chooseWork between them (a cached column counts the work it cost,
+		// after three rounds, or once chooseWork is spent: first by the
+		// direct candidates' evaluation (directWork; a batch over a large
+		// domain spends it there, as it spent the former 300 ms), then by
+		// the columns optimised (a cached column counts the work it cost,
 		// so the plan does not depend on what the Planner has cached).
 		if cur != nil {
 			curScore := s.score(cur, opt.Noise)
-			spent := 0.0
+			spent := s.directWork()
 			for round := 0; round < 3 && spent < chooseWork; round++ {
 				improved := false
 				for j := range s.cols {
