@@ -17,11 +17,11 @@ import (
 // distinctOptions are the privacy options of a COUNT(DISTINCT <unit>)
 // batch and its calibration (exec.DistinctNoise). Accuracy targets are
 // not offered for it.
-func (e *Engine) distinctOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, exec.DistinctNoise, error) {
+func (e *Engine) distinctOptions(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, exec.DistinctNoise, error) {
 	if v, ok, _ := sessionFloat(s, VarMaxStderr); ok && v > 0 {
 		return planner.Options{}, budget.Cost{}, exec.DistinctNoise{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr is not supported for COUNT(DISTINCT %s); set it to NULL and choose @dp_epsilon", t.Unit.Column)
 	}
-	opt, cost, _, err := e.options(s, t, w)
+	opt, cost, _, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return opt, cost, exec.DistinctNoise{}, err
 	}

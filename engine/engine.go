@@ -374,7 +374,7 @@ func normalise(s string) string {
 }
 
 func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
-	p, err := e.prepare(s, t, sts)
+	p, err := e.prepare(ctx, s, t, sts)
 	if err != nil {
 		return nil, err
 	}
@@ -504,6 +504,9 @@ func (e *Engine) planError(err error) error {
 	var cells *planner.CellsError
 	if errors.As(err, &cells) {
 		return parser.Errorf(parser.CodeDPRefused, "%s", cells.Error())
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // the request's context ended planning, as in released
 	}
 	return e.internal("plan", err)
 }

@@ -427,7 +427,7 @@ const searchCells = 400
 func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, opt planner.Options, cost budget.Cost, plan *planner.Plan) (*decision, error) {
 	if plan == nil {
 		var err error
-		if plan, err = e.choose(w, opt); err != nil {
+		if plan, err = e.choose(ctx, w, opt); err != nil {
 			return nil, err
 		}
 	}
@@ -489,7 +489,7 @@ func (e *Engine) decide(ctx context.Context, s *Session, t *catalog.Table, w *co
 	}
 	search := largest <= searchCells
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
-	for _, c := range e.measurementCandidates(w, plan, d.before, d.target, search, work) {
+	for _, c := range e.measurementCandidates(ctx, w, plan, d.before, d.target, search, work) {
 		cd := doms
 		if classed {
 			// Solved over classes of cells: the candidate's rows refine
@@ -584,7 +584,7 @@ const (
 // within their targets, the plan
 // for the others alone; and the planner's best alternatives for both,
 // as many as searchWork allows.
-func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, before *estimated, target func(q, a, g int) float64, search bool, work float64) []candidate {
+func (e *Engine) measurementCandidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, before *estimated, target func(q, a, g int) float64, search bool, work float64) []candidate {
 	out := []candidate{{w: w, plan: plan}}
 	if !search {
 		return out
@@ -606,7 +606,7 @@ func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, 
 		for _, q := range unmet {
 			sub.Queries = append(sub.Queries, w.Queries[q])
 		}
-		if p, err := e.planner.Choose(sub, plan.Options); err == nil {
+		if p, err := e.planner.Choose(ctx, sub, plan.Options); err == nil {
 			out = append(out, candidate{w: sub, plan: p, queries: unmet})
 		}
 	}
@@ -615,7 +615,7 @@ func (e *Engine) measurementCandidates(w *compile.Workload, plan *planner.Plan, 
 		seen[fmt.Sprint(c.queries, c.plan.Name)] = true
 	}
 	addAlts := func(cw *compile.Workload, queries []int) {
-		alts, err := e.planner.Alternatives(cw, plan.Options, k)
+		alts, err := e.planner.Alternatives(ctx, cw, plan.Options, k)
 		if err != nil {
 			return
 		}

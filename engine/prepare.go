@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -36,8 +38,9 @@ type prepared struct {
 }
 
 // prepare compiles a batch (EXPLAIN statements as the queries they
-// explain) and chooses its route and options.
-func (e *Engine) prepare(s *Session, t *catalog.Table, sts []*parser.Statement) (*prepared, error) {
+// explain) and chooses its route and options; planning stops when ctx
+// is cancelled.
+func (e *Engine) prepare(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) (*prepared, error) {
 	queries := make([]*parser.Statement, len(sts))
 	for i, st := range sts {
 		cp := *st
@@ -54,13 +57,13 @@ func (e *Engine) prepare(s *Session, t *catalog.Table, sts []*parser.Statement) 
 		p.route = routeKnown
 	case w.CountsUnits():
 		p.route = routeDistinct
-		p.opt, p.cost, p.distinct, err = e.distinctOptions(s, t, w)
+		p.opt, p.cost, p.distinct, err = e.distinctOptions(ctx, s, t, w)
 	case len(w.Queries) == 1 && isTopK(w, w.Queries[0]):
 		p.route = routeTopK
-		p.opt, p.cost, p.selEps, err = e.topKOptions(s, t, w)
+		p.opt, p.cost, p.selEps, err = e.topKOptions(ctx, s, t, w)
 	default:
 		p.route = routeMeasured
-		p.opt, p.cost, p.plan, err = e.options(s, t, w)
+		p.opt, p.cost, p.plan, err = e.options(ctx, s, t, w)
 	}
 	if err != nil {
 		return nil, err

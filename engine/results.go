@@ -614,7 +614,7 @@ func domainList(t *catalog.Table, st *parser.Statement) (*Result, error) {
 // strategies considered with their expected errors, the privacy cost, each
 // answer's standard error, and the budget that would remain.
 func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) (*Result, error) {
-	p, err := e.prepare(s, t, sts)
+	p, err := e.prepare(ctx, s, t, sts)
 	if err != nil {
 		return nil, err
 	}
@@ -705,7 +705,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	// A top-k without counts measures nothing and returned above: only
 	// batches that measure values are planned (with options to plan with).
 	if plan == nil {
-		if plan, err = e.choose(w, opt); err != nil {
+		if plan, err = e.choose(ctx, w, opt); err != nil {
 			return nil, err
 		}
 	}

@@ -74,8 +74,8 @@ const epsilonGrid = 1 << 40
 // ε, exponential mechanism) and the measurement of the selected groups'
 // values, by the table's topk_selection_share. It returns the measurement's
 // options, the total cost, and the selection's ε.
-func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
-	opt, cost, _, err := e.options(s, t, w)
+func (e *Engine) topKOptions(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
+	opt, cost, _, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return opt, cost, 0, err
 	}
@@ -139,7 +139,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, p *prep
 		strategy := "top-k"
 		if measuresValues(q) {
 			var err error
-			if plan, err = e.choose(w, opt); err != nil {
+			if plan, err = e.choose(ctx, w, opt); err != nil {
 				return nil, err
 			}
 			mechanism += "+" + string(opt.Noise)

@@ -1,9 +1,9 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
@@ -214,12 +214,13 @@ type marginalCandidate struct {
 // marginalCandidates plans blocks for the workload: marginal blocks on the
 // supports with equal shares, residual blocks in closed form for the
 // planning objective, and (Laplace) marginal and residual blocks
-// optimised together. Every candidate's blocks are calibrated at opt and
-// its errors are exact.
-func (s *space) marginalCandidates(opt Options, maxCells float64, deadline time.Time) (*marginalSpace, []marginalCandidate) {
+// optimised together within weightsWork. Every candidate's blocks are
+// calibrated at opt and its errors are exact. It fails only when ctx is
+// done.
+func (s *space) marginalCandidates(ctx context.Context, opt Options, maxCells float64) (*marginalSpace, []marginalCandidate, error) {
 	ms := s.newMarginalSpace(maxCells)
 	if ms == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	f := ms.f
 	gauss := opt.Noise == catalog.Gaussian
@@ -282,11 +283,15 @@ func (s *space) marginalCandidates(opt Options, maxCells float64, deadline time.
 		for q := range s.w.Queries {
 			starts[3][f.index[s.querySupport(q)]] = 1
 		}
-		if v := f.optimiseWeights(ms.wcoef, vars, starts, false, deadline); v != nil {
+		v, err := f.optimiseWeights(ctx, ms.wcoef, vars, starts, false, weightsWork)
+		if err != nil {
+			return nil, nil, err
+		}
+		if v != nil {
 			build("opt-marginals", vars, v, true)
 		}
 	}
-	return ms, out
+	return ms, out, nil
 }
 
 // prune drops blocks whose share is negligible (the optimiser leaves tiny

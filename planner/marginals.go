@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -68,13 +69,17 @@ const maxAllSubsets = 10
 // in the residual algebra: the identity (every cell), the workload's own
 // marginals with equal shares, residual blocks weighted in closed form
 // (Gaussian: at the SVD bound), for Laplace an optimised mix of marginal
-// and residual blocks (OPT_M's objective, projected L-BFGS within the
-// Planner's budget), and residual blocks weighted for the largest cell
-// variance (a certified minimax). Errors are exact at opt's ε or ρ (each
-// block's discrete noise); Unit is the error per unit noise variance at
-// unit sensitivity, comparable with the SVD bound.
-func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, error) {
+// and residual blocks (OPT_M's objective, projected L-BFGS within
+// marginalsWork), and residual blocks weighted for the largest cell
+// variance (a certified minimax, within marginalsWork). Errors are exact
+// at opt's ε or ρ (each block's discrete noise); Unit is the error per unit
+// noise variance at unit sensitivity, comparable with the SVD bound. A
+// cancelled ctx stops it with an error wrapping ctx.Err().
+func (pl *Planner) ChooseMarginals(ctx context.Context, w MarginalWorkload, opt Options) (*GramPlan, error) {
 	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	if err := stopped(ctx); err != nil {
 		return nil, err
 	}
 	d := len(w.Sizes)
@@ -191,14 +196,21 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 			starts[2][s] += 0.05
 			starts[3][s] = 1 / (1 + float64(f.sets[s].len()))
 		}
-		if v := f.optimiseWeights(coef, vars, starts, false, time.Now().Add(pl.budget())); v != nil {
+		v, err := f.optimiseWeights(ctx, coef, vars, starts, false, marginalsWork)
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
 			add("opt-marginals", vars, v, 0, t0)
 		}
 	}
 
 	// Residual blocks weighted for the largest cell variance.
 	t0 = time.Now()
-	mmVars, mm, gap := f.minimaxResiduals(ws, gauss, time.Now().Add(pl.budget()))
+	mmVars, mm, gap, err := f.minimaxResiduals(ctx, ws, gauss, marginalsWork)
+	if err != nil {
+		return nil, err
+	}
 	add("residuals-maxvar", mmVars, mm, gap, t0)
 
 	slices.SortStableFunc(plan.Candidates, func(x, y Candidate) int {

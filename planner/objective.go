@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -222,7 +223,7 @@ const minMaxRounds = 8
 // least largest variance. The first round, with equal weights, is the
 // total-error plan, and the fair plan competes too, so the result is never
 // worse than either.
-func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error) {
+func (pl *Planner) chooseMinMax(ctx context.Context, w *compile.Workload, opt Options) (*Plan, error) {
 	weights := make([][]float64, len(w.Queries))
 	for q, qu := range w.Queries {
 		weights[q] = make([]float64, len(qu.Aggregates))
@@ -232,7 +233,7 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 	}
 	var best *Plan
 	for round := 0; round < minMaxRounds; round++ {
-		p, per, err := pl.choose(w, opt, weights)
+		p, per, err := pl.choose(ctx, w, opt, weights)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +273,11 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 	// different sizes better than reweighting reaches in a few rounds.
 	fair := opt
 	fair.Objective = ObjectiveFair
-	if p, _, err := pl.choose(w, fair, nil); err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
+	p, _, err := pl.choose(ctx, w, fair, nil)
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
+	if err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
 		p.Options = opt
 		best = p
 	}
@@ -323,8 +328,9 @@ func maxVariance(p *Plan) float64 {
 // returned plan's Options carry the ε (ρ) found. A plan with no noisy
 // answer has MaxVariance 0 and is returned at the reference scale. The
 // considered candidates other than the chosen one keep their errors at
-// the reference scale, rescaled by the chosen plan's ratio.
-func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (*Plan, error) {
+// the reference scale, rescaled by the chosen plan's ratio. A cancelled
+// ctx stops it with an error wrapping ctx.Err().
+func (pl *Planner) ForTarget(ctx context.Context, w *compile.Workload, opt Options, target float64) (*Plan, error) {
 	if !(target > 0) || math.IsInf(target, 0) {
 		return nil, fmt.Errorf("planner: accuracy target must be positive, got %v", target)
 	}
@@ -334,7 +340,7 @@ func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (
 	if fam == catalog.Gaussian {
 		ref.Epsilon, ref.Rho = 0, 1
 	}
-	p, err := pl.Choose(w, ref)
+	p, err := pl.Choose(ctx, w, ref)
 	if err != nil {
 		return nil, err
 	}

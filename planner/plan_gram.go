@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -90,42 +91,15 @@ func fixedOptions(n int) []*colOpt {
 // (O(n³)); longer columns use only the structured ones.
 const maxDenseOption = 512
 
-// optimiseDeadline is the time given to one column's optimiser: the
-// Laplace optimiser passes HDMM's figures within tens of evaluations, which
-// cost O(p·n) each, so the budget grows with n² up to 1024 cells (0.6 s
-// there) and n^2.5 beyond (19 s at 4096), never below 50 ms (150 ms from
-// 128 cells), and capped by the Planner's Budget when one is set.
-func (pl *Planner) optimiseDeadline(n int, share float64) time.Time {
-	b := pl.budget()
-	r := float64(n) / 1024
-	scale := r * r
-	if r > 1 {
-		scale = math.Pow(r, 2.5) // 19 s at 4096 cells
-	}
-	want := time.Duration(float64(600*time.Millisecond) * scale)
-	floor := 50 * time.Millisecond
-	if n >= 128 {
-		floor = 150 * time.Millisecond
-	}
-	if pl.ColumnFloor > 0 {
-		floor = pl.ColumnFloor
-	}
-	if want < floor {
-		want = floor
-	}
-	if pl.Budget > 0 && want > b {
-		want = b
-	}
-	return time.Now().Add(time.Duration(float64(want) * share))
-}
-
 // ChooseKronecker plans the workload whose Gram matrix is ⊗_j grams[j] —
 // a product of per-column workloads such as all 2D ranges — trying, per
 // column, the integer families and the optimised strategy (Laplace:
 // p-Identity; Gaussian: the certified convex optimum), and the Kronecker
 // products of each family across columns plus the best per-column mix.
 // Errors factor: trace(⊗G_j (⊗A_jᵀA_j)⁻¹) = Π_j trace(G_j(A_jᵀA_j)⁻¹).
-func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error) {
+// Each column's optimiser runs within columnWork(n). A cancelled ctx stops
+// it with an error wrapping ctx.Err().
+func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Options) (*GramPlan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
@@ -140,12 +114,18 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 	for j, g := range grams {
 		n := g.N()
 		for _, o := range fixedOptions(n) {
+			if err := stopped(ctx); err != nil {
+				return nil, err
+			}
 			t0 := time.Now()
 			e := traceWith(g, o)
 			cols[j] = append(cols[j], colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
 		}
 		t0 := time.Now()
-		o, info, err := pl.optimised(g, opt.Noise, pl.optimiseDeadline(n, 1))
+		if err := stopped(ctx); err != nil {
+			return nil, err
+		}
+		o, info, err := pl.optimised(ctx, g, opt.Noise, columnWork(n))
 		if err != nil {
 			return nil, err
 		}

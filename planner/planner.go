@@ -2,12 +2,12 @@ package planner
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -186,16 +186,13 @@ func (p *Plan) Variance(q, a int, group []int) float64 {
 }
 
 // Choose picks the least-error strategy for w under opt with a Planner
-// that caches nothing and spends at most OneOffBudget optimising: a
-// convenience for one-off plans. Engines that plan repeatedly (or for
-// several ε in a row) should hold a Planner (New) so optimised strategies
-// and whole plans are reused.
-func Choose(w *compile.Workload, opt Options) (*Plan, error) {
-	return (&Planner{noCache: true, Budget: OneOffBudget}).Choose(w, opt)
+// that caches nothing: a convenience for one-off plans, and the same plan
+// as any Planner's. Engines that plan repeatedly (or for several ε in a
+// row) should hold a Planner (New) so optimised strategies and whole plans
+// are reused.
+func Choose(ctx context.Context, w *compile.Workload, opt Options) (*Plan, error) {
+	return (&Planner{noCache: true}).Choose(ctx, w, opt)
 }
-
-// OneOffBudget is the optimisation budget of the package-level Choose.
-const OneOffBudget = 100 * time.Millisecond
 
 // CellsError refuses a batch whose histograms would exceed the cell limit
 // even measured in marginal space. Its message depends only on the
@@ -211,7 +208,7 @@ func (e *CellsError) Error() string {
 // Choose picks the strategy for w under opt that minimises opt.Objective:
 // the workload itself (Direct), a Kronecker product of per-column
 // strategies chosen from the integer families and, where the column is
-// long enough to benefit and the budget allows, strategies optimised for
+// long enough to benefit and the work budget allows, strategies optimised for
 // the column's effective Gram matrix (p-Identity for Laplace, the
 // certified convex optimum for Gaussian), refined by a few rounds of
 // coordinate descent; and, when the queries touch different column sets,
@@ -219,8 +216,16 @@ func (e *CellsError) Error() string {
 // expected error is exact. Plans over a product domain beyond
 // opt.MaxCells never count it: Kronecker products are not considered,
 // and the rest are measured from the queries' own column sets.
-func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
+//
+// The plan is a deterministic function of w, opt and the package's code:
+// the optimisers stop by counted work (effort.go), never by the clock, and
+// the Planner's caches only make it faster. A cancelled ctx stops the
+// planning promptly with an error wrapping ctx.Err().
+func (pl *Planner) Choose(ctx context.Context, w *compile.Workload, opt Options) (*Plan, error) {
 	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	if err := stopped(ctx); err != nil {
 		return nil, err
 	}
 	// Plans are made at row level, at the unit's calibration (see
@@ -235,9 +240,9 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 	var best *Plan
 	var err error
 	if opt.Objective == ObjectiveMaxVariance {
-		best, err = pl.chooseMinMax(w, cal)
+		best, err = pl.chooseMinMax(ctx, w, cal)
 	} else {
-		best, _, err = pl.choose(w, cal, nil)
+		best, _, err = pl.choose(ctx, w, cal, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -251,8 +256,8 @@ func (pl *Planner) Choose(w *compile.Workload, opt Options) (*Plan, error) {
 // answerWeights of opt.Objective). With ObjectiveMaxVariance it returns the
 // finalist with the least largest variance, and the per-aggregate largest
 // variances of the weighted optimum, which steer chooseMinMax.
-func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64) (*Plan, [][]float64, error) {
-	p, per, _, err := pl.chooseWith(w, opt, weights, 0)
+func (pl *Planner) choose(ctx context.Context, w *compile.Workload, opt Options, weights [][]float64) (*Plan, [][]float64, error) {
+	p, per, _, err := pl.chooseWith(ctx, w, opt, weights, 0)
 	return p, per, err
 }
 
@@ -262,12 +267,13 @@ func (pl *Planner) choose(w *compile.Workload, opt Options, weights [][]float64)
 // Choose reweights further, so its plan need not be among them.) They
 // serve a caller that ranks strategies by another criterion: the engine
 // ranks them by the least ε at which, combined with stored measurements,
-// they meet the batch's accuracy.
-func (pl *Planner) Alternatives(w *compile.Workload, opt Options, k int) ([]*Plan, error) {
+// they meet the batch's accuracy. Like Choose, they depend on w, opt and k
+// alone, and a cancelled ctx stops the planning with an error.
+func (pl *Planner) Alternatives(ctx context.Context, w *compile.Workload, opt Options, k int) ([]*Plan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	_, _, alts, err := pl.chooseWith(w, opt.Calibration(), nil, k)
+	_, _, alts, err := pl.chooseWith(ctx, w, opt.Calibration(), nil, k)
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +284,10 @@ func (pl *Planner) Alternatives(w *compile.Workload, opt Options, k int) ([]*Pla
 }
 
 // chooseWith is choose, also building the k best candidates as plans.
-func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]float64, k int) (*Plan, [][]float64, []*Plan, error) {
-	deadline := time.Now().Add(pl.budget())
+func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Options, weights [][]float64, k int) (*Plan, [][]float64, []*Plan, error) {
+	if err := stopped(ctx); err != nil {
+		return nil, nil, nil, err
+	}
 	s := newSpace(w)
 	if weights == nil {
 		weights = s.answerWeights(opt)
@@ -392,26 +400,35 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 			sens, unit, weighted := s.kronErrors(c, opt.Noise)
 			consider(s.kronName(c), sens, unit, weighted, kron(c))
 		})
+		if err := stopped(ctx); err != nil {
+			return nil, nil, nil, err
+		}
 		// Optimised per-column strategies, by coordinate descent from the best
 		// enumerated product: column j's error, the others fixed, is
-		// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram).
+		// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram). The descent stops
+		// after three rounds, or once chooseWork is spent: first by the
+		// direct candidates' evaluation (directWork; a batch over a large
+		// domain spends it there, as it spent the former 300 ms), then by
+		// the columns optimised (a cached column counts the work it cost,
+		// so the plan does not depend on what the Planner has cached).
 		if cur != nil {
 			curScore := s.score(cur, opt.Noise)
-			for round := 0; round < 3 && time.Now().Before(deadline); round++ {
+			spent := s.directWork()
+			for round := 0; round < 3 && spent < chooseWork; round++ {
 				improved := false
 				for j := range s.cols {
-					if !s.worthOptimising(j) || !time.Now().Before(deadline) {
+					if !s.worthOptimising(j) || spent >= chooseWork {
 						continue
 					}
-					g := s.effectiveGram(j, cur, gauss)
-					dl := pl.optimiseDeadline(s.cols[j].n, 1)
-					if dl.After(deadline) {
-						dl = deadline
+					if err := stopped(ctx); err != nil {
+						return nil, nil, nil, err
 					}
-					o, _, err := pl.optimised(g, opt.Noise, dl)
+					g := s.effectiveGram(j, cur, gauss)
+					o, info, err := pl.optimised(ctx, g, opt.Noise, min(columnWork(s.cols[j].n), chooseWork))
 					if err != nil {
 						return nil, nil, nil, err
 					}
+					spent += info.work
 					if o == nil || o.classOf != nil && !constantOnClasses(s.cols[j].vecs, o.classOf, o.cs.gramFactor.RawMatrix().Cols) {
 						continue
 					}
@@ -436,7 +453,10 @@ func (pl *Planner) chooseWith(w *compile.Workload, opt Options, weights [][]floa
 	}
 
 	// Marginal and residual blocks, when the queries touch different column sets.
-	ms, margs := s.marginalCandidates(opt, maxCells, pl.optimiseDeadline(64, 1))
+	ms, margs, err := s.marginalCandidates(ctx, opt, maxCells)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	for _, c := range margs {
 		if c.cells > maxCells {
 			continue

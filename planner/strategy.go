@@ -43,6 +43,12 @@
 // A Planner caches optimised strategies by workload shape and whole plans
 // by workload (cache.go).
 //
+// Every optimiser stops at its tolerance or at a budget of counted work,
+// never at the clock (effort.go), so a plan is a deterministic function of
+// the workload and the options, whatever the machine's load or the
+// Planner's caches; Plan.StrategyDigest fingerprints it for auditors
+// (digest.go). Planning takes a context, which only cancels.
+//
 // Stored measurements (package measure) are combined by generalised least
 // squares over a batch's own columns, with their exact covariance
 // (known.go): what the engine answers for free, or combines with a new
