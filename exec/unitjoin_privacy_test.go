@@ -109,7 +109,7 @@ tables:
 		t.Fatal(err)
 	}
 	sample := func(set *sources.Set, unit planner.Contribution, seed byte) []float64 {
-		p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: eps, Unit: unit})
+		p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: eps, Unit: unit})
 		if err != nil {
 			t.Fatal(err)
 		}
