@@ -347,10 +347,13 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
+// limits are the budgets a charge on t must meet: those of t's privacy unit
+// space, for the user and over all users (the catalog makes every table of
+// a space declare the same, so any of them gives the space's).
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 	return []budget.Limit{
-		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
-		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: budget.ScopeUserSpace, User: user, Space: t.Space(), Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: budget.ScopeSpace, Space: t.Space(), Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
 	}
 }
 
@@ -482,7 +485,7 @@ func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts
 // An overspend is refused with 3901 and charges nothing.
 func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement, unit *budget.UnitBound) (budget.Entry, error) {
 	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name}, Spaces: []string{t.Space()},
 		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts), Unit: unit,
 	}, e.limits(s.User, t))
 	if err != nil {
