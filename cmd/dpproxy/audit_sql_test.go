@@ -93,7 +93,7 @@ func TestAuditorSQL(t *testing.T) {
 
 	// dp_budgets: spend recomputed from the entries, limits from the catalog.
 	var limit, spent, remaining float64
-	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon, remaining_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_table' AND user_name = 'bob' AND table_name = 'adult'").Scan(&limit, &spent, &remaining)
+	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon, remaining_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_space' AND user_name = 'bob' AND table_name = 'adult'").Scan(&limit, &spent, &remaining)
 	if err != nil || limit != 20 || !approxEq(spent, 0.2) || !approxEq(remaining, 19.8) {
 		t.Fatalf("bob's budget: %g %g %g %v", limit, spent, remaining, err)
 	}

@@ -130,7 +130,7 @@ func TestReloadRecordsLimits(t *testing.T) {
 	}
 	// So do the audit tables.
 	var limit, spent, remaining float64
-	if err := auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_table' AND user_name = 'analyst'").Scan(&limit, &spent); err != nil || limit != 0.5 || !approxEq(spent, 0.5) {
+	if err := auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_space' AND user_name = 'analyst'").Scan(&limit, &spent); err != nil || limit != 0.5 || !approxEq(spent, 0.5) {
 		t.Fatalf("dp_budgets: %g %g %v", limit, spent, err)
 	}
 	if err := analyst.QueryRow("SELECT limit_epsilon, remaining_epsilon FROM dpproxy.my_budget WHERE table_name = 'people'").Scan(&limit, &remaining); err != nil || limit != 0.5 || remaining > 1e-9 {
