@@ -97,7 +97,7 @@ func TestAuditorSQL(t *testing.T) {
 	if err != nil || limit != 20 || !approxEq(spent, 0.2) || !approxEq(remaining, 19.8) {
 		t.Fatalf("bob's budget: %g %g %g %v", limit, spent, remaining, err)
 	}
-	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'table' AND table_name = 'adult'").Scan(&limit, &spent)
+	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'space' AND table_name = 'adult'").Scan(&limit, &spent)
 	if err != nil || limit != 100 || !approxEq(spent, 0.5) {
 		t.Fatalf("table budget: %g %g %v", limit, spent, err)
 	}
@@ -112,21 +112,21 @@ func TestAuditorSQL(t *testing.T) {
 		}
 	}
 	// ... but see their own budget, and only theirs.
-	rows, err = analyst.Query("SELECT * FROM dpproxy.my_budget")
+	rows, err = analyst.Query("SELECT table_name, space_name, limit_epsilon, delta, spent_epsilon, remaining_epsilon, default_epsilon, max_epsilon FROM dpproxy.my_budget")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cols, _ := rows.Columns()
 	nrows := 0
 	for rows.Next() {
-		var table string
+		var table, space string
 		var lim, delta, sp, rem, def float64
 		var maxEps *float64
-		if err := rows.Scan(&table, &lim, &delta, &sp, &rem, &def, &maxEps); err != nil {
+		if err := rows.Scan(&table, &space, &lim, &delta, &sp, &rem, &def, &maxEps); err != nil {
 			t.Fatal(err)
 		}
-		if table == "events" && lim == 20 && sp == 0 {
-			continue // the demo's other table, unspent
+		if (table == "events" || table == "users") && space == "customer" && lim == 30 && sp == 0 {
+			continue // the demo's other space, unspent
 		}
 		if table != "adult" || lim != 20 || !approxEq(sp, 0.3) || !approxEq(rem, 19.7) || def != 0.1 || maxEps == nil || *maxEps != 2 {
 			t.Fatalf("my_budget %v: %s %g %g %g %g %v", cols, table, lim, sp, rem, def, maxEps)
