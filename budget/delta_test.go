@@ -13,12 +13,29 @@ import (
 // withoutDelta is the schema of version 2, before δ was accounted.
 func withoutDelta(t *testing.T, s string) string {
 	t.Helper()
-	v2 := strings.Replace(s, ",\n\tdelta        REAL    NOT NULL DEFAULT 0", "", 1)
+	v2 := strings.Replace(withoutSpaces(t, s), ",\n\tdelta        REAL    NOT NULL DEFAULT 0", "", 1)
 	v2 = strings.Replace(v2, "\tdelta      REAL NOT NULL DEFAULT 0,\n", "", 1)
 	if strings.Contains(v2, "delta") {
 		t.Fatal("the version 2 schema is not derived")
 	}
 	return v2
+}
+
+// withoutSpaces is the schema of version 3: no spaces_json, no
+// spent_spaces.
+func withoutSpaces(t *testing.T, s string) string {
+	t.Helper()
+	v3 := strings.Replace(s, ",\n\tspaces_json  TEXT    NOT NULL DEFAULT ''", "", 1)
+	i := strings.Index(v3, "CREATE TABLE IF NOT EXISTS spent_spaces")
+	j := strings.Index(v3, "CREATE TABLE IF NOT EXISTS head")
+	if i < 0 || j < i {
+		t.Fatal("the version 3 schema is not derived")
+	}
+	v3 = v3[:i] + v3[j:]
+	if strings.Contains(v3, "space") {
+		t.Fatal("the version 3 schema is not derived")
+	}
+	return v3
 }
 
 func selCharge(user string, eps, delta float64, tables ...string) Charge {

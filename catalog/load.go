@@ -138,6 +138,9 @@ type entry struct {
 type parser struct {
 	file string
 	errs Errors
+	// spaceNodes holds where each table names its privacy unit space (or
+	// the table's own node when it names none), for checkSpaces.
+	spaceNodes map[*Table]node
 }
 
 func (p *parser) errorf(line int, path, format string, args ...any) {
@@ -441,6 +444,7 @@ func (p *parser) catalog(root node) *Catalog {
 				cat.Tables = append(cat.Tables, t)
 			}
 		}
+		p.checkSpaces(cat.Tables)
 	}
 
 	if n, ok := f["public_tables"]; ok {
@@ -740,17 +744,23 @@ func (p *parser) table(e entry, sources []string) *Table {
 			t.ShardKey = strings.ToLower(s)
 		}
 	}
+	if p.spaceNodes == nil {
+		p.spaceNodes = map[*Table]node{}
+	}
+	if _, ok := p.spaceNodes[t]; !ok {
+		p.spaceNodes[t] = e.val
+	}
 	if !nameOK {
 		return nil
 	}
 	return t
 }
 
-// privacyUnit reads a table's privacy_unit: {column, max_rows, max_groups,
-// max_rows_per_group}. The column must not be a domain column; max_rows is
-// required (bounds are declared, never learned from the data).
+// privacyUnit reads a table's privacy_unit: {column, space, max_rows,
+// max_groups, max_rows_per_group}. The column must not be a domain column;
+// max_rows is required (bounds are declared, never learned from the data).
 func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
-	f, ok := p.fields(n, "column", "max_rows", "max_groups", "max_rows_per_group", "space")
+	f, ok := p.fields(n, "column", "space", "max_rows", "max_groups", "max_rows_per_group")
 	if !ok {
 		return nil
 	}
@@ -761,6 +771,11 @@ func (p *parser) privacyUnit(n node, t *Table) *PrivacyUnit {
 			good = false
 		} else if u.Space = strings.ToLower(s); !p.name(sn, u.Space) {
 			good = false
+		} else {
+			if p.spaceNodes == nil {
+				p.spaceNodes = map[*Table]node{}
+			}
+			p.spaceNodes[t] = sn
 		}
 	}
 	if cn, ok := f["column"]; !ok {

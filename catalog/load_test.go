@@ -330,11 +330,14 @@ func TestDemo(t *testing.T) {
 	if s := c.Sources["main"]; s == nil || s.Driver != "sqlite" || s.Path != "demo.sqlite" {
 		t.Errorf("source %+v", s)
 	}
-	if len(c.Tables) != 2 || c.Table("events") == nil {
+	if len(c.Tables) != 3 || c.Table("events") == nil || c.Table("users") == nil {
 		t.Fatalf("%d tables", len(c.Tables))
 	}
-	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 10 || ev.Column("user_id") != nil {
+	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 5 || ev.Column("user_id") != nil {
 		t.Errorf("events: user_id must be the privacy unit, not a domain column: %+v", ev)
+	}
+	if ev, us := c.Table("events"), c.Table("users"); ev.Space() != "customer" || us.Space() != "customer" || c.Table("adult").Space() != "adult" {
+		t.Errorf("spaces: events %s, users %s, adult %s", ev.Space(), us.Space(), c.Table("adult").Space())
 	}
 	if pt := c.PublicTable("countries"); pt == nil || len(pt.Rows) != 20 || pt.Column("region") != 2 {
 		t.Errorf("public table countries: %+v", pt)

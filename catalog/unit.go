@@ -16,6 +16,11 @@ import "fmt"
 type PrivacyUnit struct {
 	// Column names the unit in the source table (lower-case).
 	Column string
+	// Space is the privacy unit space (privacy_unit.space, lower-case):
+	// tables that declare the same space hold rows about the same people,
+	// share one budget, per analyst and in total, and may be joined on the
+	// unit ("": the table's own name; see Table.Space).
+	Space string
 	// MaxRows is k: the most rows one unit keeps (≥ 1).
 	MaxRows int64
 	// MaxGroups is g: the most distinct cells of a batch's domain one unit
@@ -24,19 +29,6 @@ type PrivacyUnit struct {
 	// MaxRowsPerGroup is r: the most rows one unit keeps in one cell (0: no
 	// bound beyond MaxRows).
 	MaxRowsPerGroup int64
-	// Space names the privacy unit space (privacy_unit.space): tables of
-	// one space hold rows about the same units, and may be joined on the
-	// unit. "" means the table's own space (Table.Space).
-	Space string
-}
-
-// Space is the privacy unit space of t: its unit's declared space, else
-// the table's name. Two tables are in one space iff their Space is equal.
-func (t *Table) Space() string {
-	if t.Unit != nil && t.Unit.Space != "" {
-		return t.Unit.Space
-	}
-	return t.Name
 }
 
 // MaxUnitRows bounds max_rows: a larger bound would be no bound at all, and

@@ -19,20 +19,20 @@ tables:
       country: {type: categorical, values: [FR, DE]}
   users:
     source: main
-    budget: {total: 8, per_user: 4, default_per_query: 0.5}
+    budget: {total: 10, per_user: 5, default_per_query: 0.5}
     privacy_unit: {column: id, max_rows: 1, space: customer}
     private_columns: [email]
     columns:
       plan: {type: categorical, values: [free, pro]}
   alone:
     source: main
-    budget: {total: 8, per_user: 4, default_per_query: 0.5}
+    budget: {total: 10, per_user: 5, default_per_query: 0.5}
     privacy_unit: {column: user_id, max_rows: 1}
     columns:
       x: {type: integer, min: 0, max: 3}
   elsewhere:
     source: other
-    budget: {total: 8, per_user: 4, default_per_query: 0.5}
+    budget: {total: 10, per_user: 5, default_per_query: 0.5}
     privacy_unit: {column: user_id, max_rows: 1, space: customer}
     columns:
       x: {type: integer, min: 0, max: 3}
@@ -69,7 +69,7 @@ func TestJoinTables(t *testing.T) {
 	if !jt.IsPrivate("users.id") || !jt.IsPrivate("users.email") || !jt.IsUnitColumn("events.user_id") {
 		t.Errorf("private %v", jt.Private)
 	}
-	if b := jt.Budget; b.DefaultPerQuery != 0.5 || b.MaxPerQuery != 2 || b.PerUser != 4 {
+	if b := jt.Budget; b.DefaultPerQuery != 0.5 || b.MaxPerQuery != 2 || b.PerUser != 5 {
 		t.Errorf("budget %+v", b)
 	}
 	if got := strings.Join(jt.JoinedTables(), ","); got != "events,users" {

@@ -180,13 +180,17 @@ func insertEvents(n int) string {
 }
 
 // fillEvents writes the events table: rows rows from the generator seeded
-// with seed (its own stream, so that the adult rows do not depend on it).
+// with seed (its own stream, so that the adult rows do not depend on it),
+// and the users table of their users (users.go).
 func fillEvents(ctx context.Context, tx *sql.Tx, rows int, seed uint64) error {
 	if _, err := tx.ExecContext(ctx, createEvents); err != nil {
 		return err
 	}
 	r := &rng{s: seed ^ 0xe7e7_e7e7_e7e7_e7e7}
 	evs := events(r, rows)
+	if err := fillUsers(ctx, tx, evs, seed); err != nil {
+		return err
+	}
 	start := EventsStart.Unix()
 	done := 0
 	return insertBatched(ctx, tx, len(evs), insertEvents, func(args []any, n int) []any {

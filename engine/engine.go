@@ -340,23 +340,15 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// limits are the budgets a charge on t must fit: each (user, table) and
-// table budget of every table t reads (a join on the unit reads several,
-// unitjoin.go).
+// limits are the budgets a charge on t must meet: those of t's privacy unit
+// space, for the user and over all users (the catalog makes every table of
+// a space declare the same, so any of them gives the space's; a join on the
+// unit reads tables of one space only, unitjoin.go).
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
-	var out []budget.Limit
-	for _, name := range t.JoinedTables() {
-		jt := t
-		if t.Join != nil {
-			if jt = e.cat.Table(name); jt == nil {
-				continue
-			}
-		}
-		out = append(out,
-			budget.Limit{Scope: "user_table", User: user, Table: jt.Name, Epsilon: jt.Budget.PerUser, Delta: jt.Budget.Delta, MaxDelta: jt.Budget.Delta},
-			budget.Limit{Scope: "table", Table: jt.Name, Epsilon: jt.Budget.Total, Delta: jt.Budget.Delta, MaxDelta: jt.Budget.Delta})
+	return []budget.Limit{
+		{Scope: budget.ScopeUserSpace, User: user, Space: t.Space(), Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: budget.ScopeSpace, Space: t.Space(), Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
 	}
-	return out
 }
 
 func digest(sts []*parser.Statement) string {
@@ -484,7 +476,7 @@ func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts
 // An overspend is refused with 3901 and charges nothing.
 func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement, unit *budget.UnitBound) (budget.Entry, error) {
 	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(),
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(), Spaces: []string{t.Space()},
 		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts), Unit: unit,
 	}, e.limits(s.User, t))
 	if err != nil {

@@ -19,10 +19,10 @@ import (
 // TestJoinPublicTable answers a count per region of the demo's events
 // joined to its public table countries, and checks it against the exact
 // counts of the same join over the events each shopper keeps (the privacy
-// unit user_id, max_rows 10: the ten of least sources.UnitHash, replayed
-// here): noise at ε = 2 per shopper (Laplace scale 5 per country count,
-// ≤ 7 countries per region: standard deviation under 19) never moves a
-// region by 200 (false failure rate below 10⁻¹⁰).
+// unit user_id, max_rows k = 5: the k of least sources.UnitHash, replayed
+// here): noise at ε = 2 per shopper (Laplace scale k/2 = 2.5 per country
+// count, ≤ 7 countries per region: standard deviation under 10) never
+// moves a region by 200 (false failure rate below 10⁻¹⁰).
 func TestJoinPublicTable(t *testing.T) {
 	f := newFixtureCatalog(t, string(catalog.DemoYAML()))
 	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
@@ -61,7 +61,7 @@ func TestJoinPublicTable(t *testing.T) {
 	exact := map[string]float64{}
 	for _, es := range byUser {
 		slices.SortFunc(es, func(a, b event) int { return strings.Compare(a.hash, b.hash) })
-		for _, e := range es[:min(len(es), 10)] {
+		for _, e := range es[:min(len(es), int(f.cfg.Catalog.Table("events").Unit.MaxRows))] {
 			if e.device == "mobile" {
 				exact[region[e.country]]++
 			}

@@ -728,11 +728,11 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		})
 		if d.free != nil {
 			for _, l := range e.limits(s.User, t) {
-				spent, err := e.ledger.Spent(ctx, l.User, l.Table)
+				spent, err := e.ledger.SpentSpace(ctx, l.User, l.Space)
 				if err != nil {
 					return nil, e.internal("ledger read", err)
 				}
-				add(budgetLabel(t, l), fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
+				add("budget "+l.Scope, fmt.Sprintf("space %s: limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Space, l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
 			}
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
@@ -881,13 +881,13 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 	}
 	for _, l := range e.limits(s.User, t) {
-		spent, err := e.ledger.Spent(ctx, l.User, l.Table)
+		spent, err := e.ledger.SpentSpace(ctx, l.User, l.Space)
 		if err != nil {
 			return nil, e.internal("ledger read", err)
 		}
 		used := costEpsilon(spent, t)
 		after := costEpsilon(spent.Add(cost), t)
-		add(budgetLabel(t, l), fmt.Sprintf("limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Epsilon, used, l.Epsilon-after))
+		add("budget "+l.Scope, fmt.Sprintf("space %s: limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Space, l.Epsilon, used, l.Epsilon-after))
 	}
 	add("charged", "nothing (EXPLAIN)")
 	return res, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/parser"
 )
@@ -62,13 +61,4 @@ func (e *Engine) queryTable(ctx context.Context, q *parser.Query) (*catalog.Tabl
 		}
 	}
 	return t, nil
-}
-
-// budgetLabel names a limit in EXPLAIN: "budget table", or with several
-// tables, "budget table users".
-func budgetLabel(t *catalog.Table, l budget.Limit) string {
-	if t.Join == nil {
-		return "budget " + l.Scope
-	}
-	return "budget " + l.Scope + " " + l.Table
 }

@@ -29,13 +29,13 @@ tables:
       country: {type: categorical, values: [FR, DE, US]}
       amount: {type: integer, min: 0, max: 90, width: 30}
   customers:
-    budget: {total: 30, per_user: 10, default_per_query: 0.5}
+    budget: {total: 50, per_user: 20, default_per_query: 0.5}
     privacy_unit: {column: id, max_rows: 1, space: shop}
     private_columns: [email]
     columns:
       plan: {type: categorical, values: [free, pro], null: cell}
   customers_text:
-    budget: {total: 30, per_user: 10, default_per_query: 0.5}
+    budget: {total: 50, per_user: 20, default_per_query: 0.5}
     privacy_unit: {column: id, max_rows: 1, space: shop}
     columns:
       plan: {type: categorical, values: [free, pro], null: cell}
@@ -151,7 +151,7 @@ func truncatedJoin(t *testing.T, f *fixture, orders []joinOrder, plans map[int64
 
 // Joins on the unit through the whole engine, noise off: inner and LEFT
 // joins, with a public join and a WHERE, equal the exact truncated counts;
-// the charge names both tables, fits each table's budget and uses the
+// the charge names both tables and their space's budget and uses the
 // strictest default ε; joins not on the unit, across spaces or on units
 // of different types are refused with 3900 before any charge.
 func TestUnitJoinEngine(t *testing.T) {
@@ -234,7 +234,7 @@ func TestUnitJoinEngine(t *testing.T) {
 		row := rs[0].Row(i, nil)
 		fmt.Fprintf(&text, "%v: %v\n", row[0], row[1])
 	}
-	for _, want := range []string{"orders JOIN customers ON customers.id = orders.customer_id", "budget table orders", "budget table customers", "max_rows 3", "epsilon: 0.5"} {
+	for _, want := range []string{"orders JOIN customers ON customers.id = orders.customer_id", "budget space", "space shop:", "max_rows 3", "epsilon: 0.5"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, text.String())
 		}

@@ -102,9 +102,6 @@ func (m *meter) spend(w float64) { m.used += w }
 // done reports whether the limit is reached.
 func (m *meter) done() bool { return m.used >= m.limit }
 
-// left is the work still allowed (zero when done).
-func (m *meter) left() float64 { return math.Max(m.limit-m.used, 0) }
-
 // stopped returns a planning error wrapping ctx.Err() once ctx is done,
 // nil before.
 func stopped(ctx context.Context) error {

@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/budgetview"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/engine"
 )
@@ -74,6 +75,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %w", err)}
 		}
 		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries, no charge over the limit in force\n", len(entries))
+		printSpaces(stdout, cat, entries)
 		pub, err := publicKey(*pubKey, cf, cat)
 		if err != nil {
 			return err
@@ -224,31 +226,40 @@ func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {
 	return tw.Flush()
 }
 
+// printSpaces says, after a verification, which privacy unit spaces the
+// budgets were checked in: the catalog's spaces and their tables, and the
+// tables whose charges from before spaces the ledger maps into a space.
+func printSpaces(w io.Writer, cat *catalog.Catalog, entries []budget.Entry) {
+	for _, sp := range cat.Spaces() {
+		var names []string
+		for _, t := range cat.SpaceTables(sp) {
+			names = append(names, t.Name)
+		}
+		fmt.Fprintf(w, "privacy unit space %s: tables %s\n", sp, strings.Join(names, ", "))
+	}
+	for _, e := range entries {
+		if m, ok := budget.ParseSpaceEntry(e); ok {
+			fmt.Fprintf(w, "entry %d: charges on %s written before spaces count in space %s\n", e.Seq, m.Table, m.Space)
+		}
+	}
+}
+
 func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catalog.Catalog) error {
 	rows, err := l.Budgets(ctx)
 	if err != nil {
 		return err
 	}
-	spent := map[[2]string]budget.Cost{}
-	for _, r := range rows {
-		spent[[2]string{r.User, r.Table}] = r.Cost
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tUSER\tTABLE\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON")
-	for _, t := range cat.Tables {
-		s := budget.EpsilonFor(spent[[2]string{"", t.Name}], t.Budget.Delta)
-		fmt.Fprintf(tw, "table\t*\t%s\t%g\t%.6g\t%.6g\n", t.Name, t.Budget.Total, s, t.Budget.Total-s)
-		var users []string
-		for k := range spent {
-			if k[1] == t.Name && k[0] != "" {
-				users = append(users, k[0])
-			}
+	fmt.Fprintln(tw, "SCOPE\tUSER\tSPACE\tTABLES\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON")
+	for _, r := range budgetview.All(cat, rows) {
+		user, limit, rem := r.User, "-", "-"
+		if user == "" {
+			user = "*"
 		}
-		sort.Strings(users)
-		for _, u := range users {
-			s := budget.EpsilonFor(spent[[2]string{u, t.Name}], t.Budget.Delta)
-			fmt.Fprintf(tw, "user_table\t%s\t%s\t%g\t%.6g\t%.6g\n", u, t.Name, t.Budget.PerUser, s, t.Budget.PerUser-s)
+		if r.Limit != nil {
+			limit, rem = fmt.Sprintf("%g", *r.Limit), fmt.Sprintf("%.6g", *r.Remaining)
 		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.6g\t%s\n", r.Scope, user, r.Space, r.Table, limit, r.Spent, rem)
 	}
 	return tw.Flush()
 }

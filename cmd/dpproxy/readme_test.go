@@ -212,9 +212,8 @@ func noisyOrder(sqlText string) bool {
 
 // docResult is what a statement returned through the Go driver.
 type docResult struct {
-	err     error
-	sets    []docSet
-	numeric [][]bool
+	err  error
+	sets []docSet
 }
 
 type docSet struct {
