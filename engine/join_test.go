@@ -19,7 +19,7 @@ import (
 // TestJoinPublicTable answers a count per region of the demo's events
 // joined to its public table countries, and checks it against the exact
 // counts of the same join over the events each shopper keeps (the privacy
-// unit user_id, max_rows 10: the ten of least sources.UnitHash, replayed
+// unit user_id, max_rows 10: the ten of least sources.UnitHash64, replayed
 // here): noise at ε = 2 per shopper (Laplace scale 5 per country count,
 // ≤ 7 countries per region: standard deviation under 19) never moves a
 // region by 200 (false failure rate below 10⁻¹⁰).
@@ -54,7 +54,7 @@ func TestJoinPublicTable(t *testing.T) {
 		if err := rows.Scan(&u, &ts, &country, &device, &page, &dur, &amount); err != nil {
 			t.Fatal(err)
 		}
-		h := sources.UnitHash(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount)
+		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount))
 		byUser[u] = append(byUser[u], event{h, fmt.Sprint(country), fmt.Sprint(device)})
 	}
 	rows.Close()

@@ -37,8 +37,11 @@
 //
 // A table with a privacy unit is counted truncated per unit (units.go): each
 // unit keeps its max_rows rows of least keyed hash, and with max_groups /
-// max_rows_per_group its cells and rows per cell likewise, by window
-// functions in one pushed-down statement on every engine (SQLite through
-// sqlite_units.go), with the key generated once into the data directory.
+// max_rows_per_group its cells and rows per cell likewise, with the key
+// generated once into the data directory. SQLite bounds inside the one-pass
+// file scan (sqlite_bound.go, keyed SipHash: unithash.go), under a byte cap
+// decided from the file's size, and by window functions in SQL otherwise
+// (sqlite_units.go); the servers by window functions in one pushed-down
+// statement.
 // profile.go gives the data owner the exact rows-per-unit distribution.
 package sources

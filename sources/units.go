@@ -44,10 +44,13 @@ import (
 // histogram query, so the database (its logs, its statement statistics)
 // can see it.
 //
-// The hash is SHA-256 of the key (hex), then per value 0x1f and "N" for
-// NULL or "V" and the value's text. Every engine computes it (PostgreSQL's
-// sha256, MariaDB's SHA2, a Go function registered with SQLite), so a test
-// can replay the selection in Go.
+// On the servers the hash is SHA-256 of the key (hex), then per value 0x1f
+// and "N" for NULL or "V" and the value's text (UnitHash: PostgreSQL's
+// sha256, MariaDB's SHA2). SQLite, which runs our Go in-process, uses the
+// cheaper keyed SipHash of the same bytes after the key (UnitHash64,
+// unithash.go, which says why privacy does not rest on the hash), in its
+// file scan (sqlite_bound.go) and in SQL alike. A test can replay either
+// selection in Go.
 
 // UnitKeyFile is the file, in the data directory, holding the key of the
 // keyed hash (64 hex digits, mode 0600), generated the first time a catalog
