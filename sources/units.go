@@ -32,7 +32,8 @@ import (
 //     each unit keeps the g cells (of the batch's internal domain) of least
 //     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
 //     ORDER BY cell hash) <= g — and in each cell its r rows of least row
-//     hash.
+//     hash. Only how many rows a cell keeps matters to the count, so the
+//     query ranks (unit, cell, rows) aggregates and counts min(rows, r).
 //
 // A unit's kept rows are a function of its own rows and the key only, never
 // of other units, the query's noise or a random() of the database: that is
@@ -227,16 +228,20 @@ func (b *boundedQuery) sql() string {
 	if r == 0 {
 		r = u.MaxRows
 	}
-	head, tail := "SELECT %[1]s, COUNT(*) FROM (", " GROUP BY %[1]s"
+	// Which r rows of a cell a unit keeps does not change the count, so the
+	// kept rows are first aggregated to (unit, cell, rows) and only those
+	// pairs are ranked: min(rows, r) of each of a unit's g cells of least
+	// cell hash. (Ranking every row by (unit, cell) as well cost 16× more.)
+	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[8]d THEN dpproxy_n ELSE %[8]d END) FROM (", " GROUP BY %[1]s"
 	if b.pairs {
-		head, tail = "SELECT DISTINCT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
+		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
 	return fmt.Sprintf(head+
-		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g, "+
-		"ROW_NUMBER() OVER (PARTITION BY dpproxy_unit, dpproxy_cell ORDER BY dpproxy_hash) AS dpproxy_r FROM ("+
-		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_hash FROM ("+
-		"SELECT %[4]s, dpproxy_unit, dpproxy_hash FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
-		") dpproxy_binned) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d AND dpproxy_r <= %[8]d"+tail,
+		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
+		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
+		"SELECT %[1]s, dpproxy_unit, COUNT(*) AS dpproxy_n FROM ("+
+		"SELECT %[4]s, dpproxy_unit FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
+		") dpproxy_binned GROUP BY %[1]s, dpproxy_unit) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d"+tail,
 		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows, g, r)
 }
 
