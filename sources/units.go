@@ -189,17 +189,25 @@ func (b *boundedQuery) sql() string {
 			vals = append(vals, id(c))
 		}
 		h := b.hash(vals)
-		return fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL", rawList, unit, h, b.table, unit)
+		return fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, h, b.table, unit)
 	}
-	ranked := func() string {
-		return fmt.Sprintf("SELECT %sdpproxy_unit, dpproxy_hash, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
+	k := u.MaxRows
+	if len(b.outs) == 0 {
+		k = min(u.MaxRows, u.PerCell())
+	}
+	// The kept rows: a unit with at most k rows keeps them all, without a
+	// hash or a sort; only the rows of heavier units are hashed and ranked.
+	heavy := fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
+	kept := func() string {
+		light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s dpproxy_t WHERE %[2]s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM dpproxy_heavy dpproxy_h WHERE dpproxy_h.dpproxy_unit = dpproxy_t.%[2]s)", rawList, unit, b.table)
+		ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
+		return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
 	}
 	if len(b.outs) == 0 {
-		k := min(u.MaxRows, u.PerCell())
 		if b.pairs {
-			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d ORDER BY dpproxy_unit", ranked(), k)
+			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM %s ORDER BY dpproxy_unit", kept())
 		}
-		return fmt.Sprintf("SELECT COUNT(*) FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d", ranked(), k)
+		return heavy + fmt.Sprintf("SELECT COUNT(*) FROM %s", kept())
 	}
 	outs := strings.Join(b.outs, ", ")
 	if !u.CellBounded() {
@@ -209,11 +217,11 @@ func (b *boundedQuery) sql() string {
 			sel[j] = e + " AS " + b.outs[j]
 		}
 		if b.pairs {
-			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned ORDER BY dpproxy_unit",
-				b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows)
+			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
+				b.cellOf(b.outs), strings.Join(sel, ", "), kept())
 		}
-		return fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned GROUP BY %s",
-			outs, strings.Join(sel, ", "), ranked(), u.MaxRows, outs)
+		return heavy + fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM %s) dpproxy_binned GROUP BY %s",
+			outs, strings.Join(sel, ", "), kept(), outs)
 	}
 	cellHash := b.hash([]string{"'cell'", "dpproxy_unit", "dpproxy_cell"})
 	bins := b.bins()
@@ -232,17 +240,17 @@ func (b *boundedQuery) sql() string {
 	// kept rows are first aggregated to (unit, cell, rows) and only those
 	// pairs are ranked: min(rows, r) of each of a unit's g cells of least
 	// cell hash. (Ranking every row by (unit, cell) as well cost 16× more.)
-	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[8]d THEN dpproxy_n ELSE %[8]d END) FROM (", " GROUP BY %[1]s"
+	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[7]d THEN dpproxy_n ELSE %[7]d END) FROM (", " GROUP BY %[1]s"
 	if b.pairs {
 		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
-	return fmt.Sprintf(head+
+	return heavy + fmt.Sprintf(head+
 		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
 		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
 		"SELECT %[1]s, dpproxy_unit, COUNT(*) AS dpproxy_n FROM ("+
-		"SELECT %[4]s, dpproxy_unit FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
-		") dpproxy_binned GROUP BY %[1]s, dpproxy_unit) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d"+tail,
-		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows, g, r)
+		"SELECT %[4]s, dpproxy_unit FROM %[5]s"+
+		") dpproxy_binned GROUP BY %[1]s, dpproxy_unit) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[6]d"+tail,
+		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), kept(), g, r)
 }
 
 // serverBounded is the pushdown's bounded query for PostgreSQL and MySQL:
