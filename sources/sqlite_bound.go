@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
@@ -32,13 +33,18 @@ import (
 //     kept does not change the count, so only the rows per cell are needed.
 //
 // Memory. The per-unit tables grow with the units and their kept rows, at
-// most one entry per row read. Whether the scan may hold them is decided
-// before it starts, from public sizes only: the database file's size, the
-// bound k and the byte cap (Options.BoundBytes). A file whose worst case
-// (every row its own unit: boundBytesPerFileByte bytes of state per byte of
-// file) exceeds the cap is bounded by the SQL path, whose sorter spills to
-// temporary files. Either way the answer is the same; only the time
-// differs, and it depends on the file's size, as every scan's does.
+// most one entry per row read. How much the scan may hold is decided before
+// it starts, from public sizes only: the database file's size and the byte
+// cap (Options.BoundBytes). The worst case is every row its own unit, at
+// most boundBytesPerFileByte bytes of state per byte of file; a file whose
+// worst case exceeds the cap is read in P = ⌈worst / cap⌉ passes, pass p
+// keeping only the units whose keyed hash is p modulo P (so each pass holds
+// about 1/P of the state: the key makes the split unpredictable to whoever
+// writes the rows, and a heavy unit holds only k entries whatever its
+// rows). Every pass reads the whole file and the answer is the same; the
+// time grows with P, which depends on the file's size alone, as every
+// scan's time does. Past maxBoundParts passes, the SQL path bounds
+// instead (its sorter spills to temporary files), with the same answer.
 //
 // The scan leaves to SQL (before reading a row) a unit column whose
 // declared type has REAL affinity or that the DDL gives a collation, and
@@ -48,9 +54,14 @@ import (
 
 // boundBytesPerFileByte bounds the scan's state per byte of database file:
 // a row takes at least 8 bytes of file (cell pointer, sizes, rowid, a
-// record header of at least two columns) and at most about 120 bytes of
-// state (a map slot, a unit's record, one 16-byte entry, allocator slack).
-const boundBytesPerFileByte = 15
+// record header of at least two columns) and at most about 150 bytes of
+// state when it is its own unit (a map slot, a unit's record, one 16-byte
+// entry, with the slack of doubling growth).
+const boundBytesPerFileByte = 20
+
+// maxBoundParts is the most passes the scan makes; a file that would need
+// more is bounded by the SQL path, whose sorter spills to temporary files.
+const maxBoundParts = 16
 
 // DefaultBoundBytes is the default cap on the bounded file scan's state.
 const DefaultBoundBytes = 2 << 30
@@ -72,6 +83,30 @@ type boundScan struct {
 	maxIdx int        // the largest record index read
 	k0, k1 uint64
 	u      *catalog.PrivacyUnit
+	// parts is the number of passes (P above); this pass keeps the units
+	// whose partition hash is part.
+	parts, part uint64
+}
+
+// keeps reports whether this pass keeps an integer unit.
+func (bs *boundScan) keepsInt(v int64) bool {
+	if bs.parts <= 1 {
+		return true
+	}
+	// splitmix64's finalizer of the keyed value: an even split.
+	z := uint64(v) ^ bs.k1
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return (z^z>>31)%bs.parts == bs.part
+}
+
+// keepsStr reports whether this pass keeps a text or blob unit.
+func (bs *boundScan) keepsStr(tag byte, b []byte) bool {
+	if bs.parts <= 1 {
+		return true
+	}
+	var tmp [64]byte
+	return siphash24(bs.k1, bs.k0, append(append(tmp[:0], tag), b...))%bs.parts == bs.part
 }
 
 // field is one decoded record value.
@@ -256,14 +291,23 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 	uf := bs.unit
 	switch {
 	case uf.index < 0:
+		if !bs.keepsInt(rowid) {
+			return nil
+		}
 		u = w.units.intUnit(rowid)
 	case uf.index >= n:
 		switch v := uf.dflt.(type) {
 		case nil:
 			return nil
 		case int64:
+			if !bs.keepsInt(v) {
+				return nil
+			}
 			u = w.units.intUnit(v)
 		case string:
+			if !bs.keepsStr('t', []byte(v)) {
+				return nil
+			}
 			u = w.units.strUnit('t', []byte(v))
 		default:
 			return errScanUnit
@@ -273,16 +317,26 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 		switch st := fd.st; {
 		case st == 0:
 			return nil // a NULL unit: left out
-		case st <= 6:
-			u = w.units.intUnit(intValue(st, fd.b))
-		case st == 8 || st == 9:
-			u = w.units.intUnit(int64(st - 8))
+		case st <= 6 || st == 8 || st == 9:
+			v := int64(st - 8)
+			if st <= 6 {
+				v = intValue(st, fd.b)
+			}
+			if !bs.keepsInt(v) {
+				return nil
+			}
+			u = w.units.intUnit(v)
 		case st == 7:
 			return errScanUnit
-		case st%2 == 1:
-			u = w.units.strUnit('t', fd.b)
 		default:
-			u = w.units.strUnit('b', fd.b)
+			tag := byte('b')
+			if st%2 == 1 {
+				tag = 't'
+			}
+			if !bs.keepsStr(tag, fd.b) {
+				return nil
+			}
+			u = w.units.strUnit(tag, fd.b)
 		}
 	}
 	// The cell.
@@ -315,11 +369,24 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 }
 
 // runBound scans the table with the given number of workers, bounds every
-// unit and counts the kept rows into counts (internal cells). With pairs,
-// it calls pairs with each unit's kept cells instead.
+// unit and counts the kept rows into counts (internal cells), in bs.parts
+// passes. With pairs, it calls pairs with each unit's kept cells instead.
 func (fs *fileScan) runBound(ctx context.Context, root uint32, counts []float64, workers int, pairs func([]int) error) error {
+	clear(counts)
+	parts := max(fs.bound.parts, 1)
+	for p := uint64(0); p < parts; p++ {
+		fs.bound.part = p
+		if err := fs.boundPass(ctx, root, counts, workers, pairs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// boundPass is one pass of runBound: the units of partition bs.part.
+func (fs *fileScan) boundPass(ctx context.Context, root uint32, counts []float64, workers int, pairs func([]int) error) error {
 	bs := fs.bound
-	fs.visits.Store(0) // each run reads each page once
+	fs.visits.Store(0) // each pass reads each page once
 	trees, err := fs.sf.subtrees(root, 8*workers)
 	if err != nil {
 		return err
@@ -373,7 +440,6 @@ func (fs *fileScan) runBound(ctx context.Context, root uint32, counts []float64,
 // count turns the kept rows into the truncated histogram (see the file
 // comment), or hands each unit's kept cells to pairs.
 func (bs *boundScan) count(ctx context.Context, t *unitTable, counts []float64, pairs func([]int) error) error {
-	clear(counts)
 	u := bs.u
 	g, r := int(u.Groups()), int(u.PerCell())
 	type cellRun struct {
@@ -443,10 +509,41 @@ func (bs *boundScan) count(ctx context.Context, t *unitTable, counts []float64, 
 	return nil
 }
 
-// planBound is plan for a table with a privacy unit: the file scan when
-// its layout allows, the unit column is neither REAL nor collated, every
-// hashed column is stored in the records, and the file's worst case fits
-// the byte cap (see above); nil to use SQL.
+// unitCellsScan is UnitCells by the bounded file scan; done is false when
+// the scan leaves the table to SQL (and fn was not called).
+func (s *sqliteSource) unitCellsScan(ctx context.Context, t *catalog.Table, cols []*catalog.Column, fn func(cells []int) error) (done bool, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	scan, root, err := s.planBound(ctx, tx, t, cols)
+	if scan == nil || err != nil {
+		return false, err
+	}
+	defer scan.sf.close()
+	var rows atomic.Int64
+	scan.rows = &rows
+	called := false
+	err = scan.runBound(ctx, root, make([]float64, cells(cols)), s.workers, func(cs []int) error {
+		called = true
+		return fn(cs)
+	})
+	if errors.Is(err, errFileFormat) && !called {
+		return false, nil
+	}
+	return true, err
+}
+
+// planBound is plan for a table with a privacy unit: the file scan, in as
+// many passes as the byte cap needs (see above), when its layout allows,
+// the unit column is neither REAL nor collated, and every hashed column is
+// stored in the records; nil to use SQL.
 func (s *sqliteSource) planBound(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column) (*fileScan, uint32, error) {
 	var bs *boundScan
 	check := func(info map[string]columnInfo, ddl string) bool {
@@ -490,13 +587,21 @@ func (s *sqliteSource) planBound(ctx context.Context, tx *sql.Tx, t *catalog.Tab
 	if limit <= 0 {
 		limit = DefaultBoundBytes
 	}
-	if size := scan.sf.pages * int64(scan.sf.pageSize); size > limit/boundBytesPerFileByte {
+	bs.parts = boundParts(scan.sf.pages*int64(scan.sf.pageSize), limit)
+	if bs.parts > maxBoundParts {
 		scan.sf.close()
 		return nil, 0, nil
 	}
 	bs.k0, bs.k1 = sipKey(s.key)
 	scan.bound = bs
 	return scan, root, nil
+}
+
+// boundParts is the number of passes for a file of size bytes under the
+// cap limit (see above).
+func boundParts(size, limit int64) uint64 {
+	worst := size * boundBytesPerFileByte
+	return uint64(max(1, (worst+limit-1)/limit))
 }
 
 // realAffinity reports whether a declared type has REAL affinity

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -206,11 +207,12 @@ func TestBoundedScanMatchesSQL(t *testing.T) {
 	}
 }
 
-// Past the byte cap (decided from the file's size), the histogram comes
-// from SQL, and it is the same.
+// Past the byte cap (decided from the file's size), the scan makes more
+// passes, each over a keyed share of the units, and past 16 passes the
+// histogram comes from SQL; the histogram and unit cells are the same.
 func TestBoundedScanCap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "u.sqlite")
-	boundTable(t, path, "INTEGER", 2000, func(r *rand.Rand) any { return skewed(r) }, 9)
+	boundTable(t, path, "TEXT", 2000, func(r *rand.Rand) any { return fmt.Sprint(skewed(r)) }, 9)
 	y := "database: b\nsources:\n  main: {driver: sqlite, path: " + path + "}\ntables:\n  t:\n    source_table: u\n" +
 		"    budget: {total: 1, per_user: 1, default_per_query: 0.1}\n    privacy_unit: {column: uid, max_rows: 3, max_groups: 2, max_rows_per_group: 2}\n" + boundColumns
 	cat, err := catalog.Parse("b.yaml", []byte(y))
@@ -220,9 +222,18 @@ func TestBoundedScanCap(t *testing.T) {
 	dir := t.TempDir()
 	tab := cat.Table("t")
 	cols := tab.Columns[:2]
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := fi.Size() * boundBytesPerFileByte
 	var got [][]float64
-	for _, capBytes := range []int64{0, 1000} {
-		set, err := Open(context.Background(), cat, Options{DataDir: dir, BoundBytes: capBytes})
+	var sets [][]string
+	for _, c := range []struct {
+		cap   int64
+		parts uint64 // 0: SQL
+	}{{0, 1}, {worst, 1}, {worst - 1, 2}, {worst / 3, 3}, {worst / 16, 16}, {worst / 17, 0}, {1000, 0}} {
+		set, err := Open(context.Background(), cat, Options{DataDir: dir, BoundBytes: c.cap})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,8 +246,9 @@ func TestBoundedScanCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (fs != nil) != (capBytes == 0) {
-			t.Errorf("cap %d: file scan %v", capBytes, fs != nil)
+		switch {
+		case fs == nil && c.parts != 0, fs != nil && fs.bound.parts != c.parts:
+			t.Errorf("cap %d: scan %v, want %d passes", c.cap, fs != nil, c.parts)
 		}
 		if fs != nil {
 			fs.sf.close()
@@ -246,11 +258,23 @@ func TestBoundedScanCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var us []string
+		err = set.UnitCells(context.Background(), tab, cols, func(cs []int) error {
+			us = append(us, fmt.Sprint(sortedInts(cs)))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(us)
 		got = append(got, h)
+		sets = append(sets, us)
 		set.Close()
 	}
-	if !slices.Equal(got[0], got[1]) {
-		t.Errorf("file scan %v, SQL %v", got[0], got[1])
+	for i := range got {
+		if !slices.Equal(got[i], got[0]) || !slices.Equal(sets[i], sets[0]) {
+			t.Errorf("case %d: %v, want %v", i, got[i], got[0])
+		}
 	}
 }
 

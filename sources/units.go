@@ -298,7 +298,9 @@ func hashText(v, text string) string {
 // cell) pairs pushed down and streamed ordered by unit, so the proxy holds
 // one unit's cells at a time, never a unit's value beyond comparing it with
 // the previous row's. It is how COUNT(DISTINCT <unit>) is counted
-// (exec.CountDistinct).
+// (exec.CountDistinct). SQLite's file scan hands over each unit's cells
+// from its unit table instead (sqlite_bound.go), in no particular order of
+// units.
 func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.Column, fn func(cells []int) error) error {
 	if t.Unit == nil {
 		return fmt.Errorf("table %s declares no privacy unit", t.Name)
@@ -314,6 +316,10 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
 	switch be := src.be.(type) {
 	case *sqliteSource:
+		done, err := be.unitCellsScan(ctx, t, cols, fn)
+		if done || err != nil {
+			return err
+		}
 		db = be.db
 		q, args = be.boundedQuery(t, cols, true)
 	case *server:
