@@ -1,6 +1,8 @@
 package sources
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -22,29 +24,31 @@ import (
 // the same keyed hash SQL uses (unithash.go), so the histogram is the one
 // the SQL path (sqlite_units.go) counts:
 //
-//   - each scan worker keeps, per unit, the at most k rows of least hash
-//     it has seen (their hash and internal cell: 16 bytes each), as a
-//     max-heap once it holds k;
-//   - the workers' tables are merged (the k least of a union are the k
-//     least of the parts' k least);
+//   - each scan worker appends every row's unit, hash and internal cell
+//     (32 bytes; a text or blob unit's bytes go to the worker's arena) to
+//     one of 256 buffers chosen by a keyed hash of the unit, so all of a
+//     unit's rows land in one partition: sequential writes, no lookup per
+//     row;
+//   - each partition's buffers are sorted by unit and row hash (a
+//     partition is about 1/256 of the rows and sorts in cache) and merged,
+//     and each unit's first k rows are its kept rows;
 //   - per unit, the kept rows are counted into their cells, or, with
 //     max_groups g and max_rows_per_group r, counted into the g cells of
 //     least cell hash, at most r rows each. Which r rows of a cell are
 //     kept does not change the count, so only the rows per cell are needed.
 //
-// Memory. The per-unit tables grow with the units and their kept rows, at
-// most one entry per row read. How much the scan may hold is decided before
-// it starts, from public sizes only: the database file's size and the byte
-// cap (Options.BoundBytes). The worst case is every row its own unit, at
-// most boundBytesPerFileByte bytes of state per byte of file; a file whose
-// worst case exceeds the cap is read in P = ⌈worst / cap⌉ passes, pass p
-// keeping only the units whose keyed hash is p modulo P (so each pass holds
-// about 1/P of the state: the key makes the split unpredictable to whoever
-// writes the rows, and a heavy unit holds only k entries whatever its
-// rows). Every pass reads the whole file and the answer is the same; the
-// time grows with P, which depends on the file's size alone, as every
-// scan's time does. Past maxBoundParts passes, the SQL path bounds
-// instead (its sorter spills to temporary files), with the same answer.
+// Memory. The buffers hold 32 bytes per row read. How much the scan may
+// hold is decided before it starts, from public sizes only: the database
+// file's size and the byte cap (Options.BoundBytes). The worst case is
+// boundBytesPerFileByte bytes of state per byte of file; a file whose worst
+// case exceeds the cap is read in P = ⌈worst / cap⌉ passes, pass p keeping
+// only the partitions p modulo P (so each pass holds about 1/P of the
+// rows: the keyed partition hash spreads units evenly, unpredictably to
+// whoever writes the rows). Every pass reads the whole file and the answer
+// is the same; the time grows with P, which depends on the file's size
+// alone, as every scan's time does. Past maxBoundParts passes, the SQL path
+// bounds instead (its sorter spills to temporary files), with the same
+// answer.
 //
 // The scan leaves to SQL (before reading a row) a unit column whose
 // declared type has REAL affinity or that the DDL gives a collation, and
@@ -54,10 +58,10 @@ import (
 
 // boundBytesPerFileByte bounds the scan's state per byte of database file:
 // a row takes at least 8 bytes of file (cell pointer, sizes, rowid, a
-// record header of at least two columns) and at most about 150 bytes of
-// state when it is its own unit (a map slot, a unit's record, one 16-byte
-// entry, with the slack of doubling growth).
-const boundBytesPerFileByte = 20
+// record header of at least two columns) and 32 bytes of buffer (with
+// the slack of doubling growth, 64); a text unit adds its bytes (also in
+// the file) and 5 more.
+const boundBytesPerFileByte = 10
 
 // maxBoundParts is the most passes the scan makes; a file that would need
 // more is bounded by the SQL path, whose sorter spills to temporary files.
@@ -88,137 +92,106 @@ type boundScan struct {
 	parts, part uint64
 }
 
-// keeps reports whether this pass keeps an integer unit.
-func (bs *boundScan) keepsInt(v int64) bool {
-	if bs.parts <= 1 {
-		return true
-	}
-	// splitmix64's finalizer of the keyed value: an even split.
-	z := uint64(v) ^ bs.k1
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return (z^z>>31)%bs.parts == bs.part
-}
-
-// keepsStr reports whether this pass keeps a text or blob unit.
-func (bs *boundScan) keepsStr(tag byte, b []byte) bool {
-	if bs.parts <= 1 {
-		return true
-	}
-	var tmp [64]byte
-	return siphash24(bs.k1, bs.k0, append(append(tmp[:0], tag), b...))%bs.parts == bs.part
-}
-
 // field is one decoded record value.
 type field struct {
 	st uint64
 	b  []byte
 }
 
-// boundWorker is one worker's decoding buffers and unit table.
+// boundRadix is the number of partitions of units.
+const boundRadix = 256
+
+// boundWorker is one scan worker's decoding and row buffers.
 type boundWorker struct {
 	bs     *boundScan
+	id     uint32
 	fields []field
 	buf    []byte
-	units  unitTable
+	key    []byte
+	parts  [boundRadix][]unitRow
+	arena  []byte // text and blob units: tag, 4-byte length, bytes
 }
 
-// unitTable is one worker's kept rows per unit.
-type unitTable struct {
-	k     int
-	ints  map[int64]int32
-	strs  map[string]int32
-	units []unitState
-}
-
-// unitState is one unit's kept rows: unsorted while fewer than k, a
-// max-heap by hash from k on.
-type unitState struct {
-	ents []keptRow
-	key  string // text ('t') or blob ('b') units: the tag, then the bytes
-	ikey int64  // integer units
-}
-
-type keptRow struct {
-	h    uint64
+// unitRow is one row read: its unit, hash and internal cell.
+type unitRow struct {
+	u    uint64 // an integer unit, or the keyed hash of a text or blob one
+	h    uint64 // the row's keyed hash
 	cell int32
+	w    uint32 // the worker whose arena holds sref
+	sref uint32 // 0 for an integer unit; else 1 + the unit's offset in the arena
 }
 
-func newUnitTable(k int) unitTable {
-	return unitTable{k: k, ints: map[int64]int32{}, strs: map[string]int32{}}
+// partition is a unit's partition from its u.
+func (bs *boundScan) partition(u uint64) uint64 {
+	// splitmix64's finalizer of the keyed value: an even split.
+	z := u ^ bs.k1
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return (z ^ z>>31) >> 56
 }
 
-func (t *unitTable) intUnit(v int64) *unitState {
-	i, ok := t.ints[v]
-	if !ok {
-		i = int32(len(t.units))
-		t.ints[v] = i
-		t.units = append(t.units, unitState{ikey: v})
+// intUnit is the buffer and row head of an integer unit's row, or nil when
+// this pass leaves its partition.
+func (w *boundWorker) intUnit(v int64) (*[]unitRow, unitRow) {
+	p := w.bs.partition(uint64(v))
+	if w.bs.parts > 1 && p%w.bs.parts != w.bs.part {
+		return nil, unitRow{}
 	}
-	return &t.units[i]
+	return &w.parts[p], unitRow{u: uint64(v)}
 }
 
-func (t *unitTable) strUnit(tag byte, b []byte) *unitState {
-	var tmp [64]byte
-	key := append(append(tmp[:0], tag), b...)
-	i, ok := t.strs[string(key)] // no allocation for the lookup
-	if !ok {
-		i = int32(len(t.units))
-		s := string(key)
-		t.strs[s] = i
-		t.units = append(t.units, unitState{key: s})
+// strUnit is intUnit for a text ('t') or blob ('b') unit.
+func (w *boundWorker) strUnit(tag byte, b []byte) (*[]unitRow, unitRow) {
+	w.key = append(append(w.key[:0], tag), b...)
+	u := siphash24(w.bs.k1, w.bs.k0, w.key)
+	p := w.bs.partition(u)
+	if w.bs.parts > 1 && p%w.bs.parts != w.bs.part {
+		return nil, unitRow{}
 	}
-	return &t.units[i]
+	off := len(w.arena)
+	w.arena = append(w.arena, tag, 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(w.arena[off+1:], uint32(len(b)))
+	w.arena = append(w.arena, b...)
+	return &w.parts[p], unitRow{u: u, w: w.id, sref: uint32(off) + 1}
 }
 
-// add offers one row to a unit.
-func (t *unitTable) add(u *unitState, r keptRow) {
-	if len(u.ents) < t.k {
-		u.ents = append(u.ents, r)
-		if len(u.ents) == t.k {
-			for i := t.k/2 - 1; i >= 0; i-- {
-				siftDown(u.ents, i)
-			}
-		}
-		return
+// unitKey is a text or blob unit's tag and bytes (nil for an integer unit).
+func unitKey(ws []*boundWorker, r *unitRow) []byte {
+	if r.sref == 0 {
+		return nil
 	}
-	if r.h < u.ents[0].h {
-		u.ents[0] = r
-		siftDown(u.ents, 0)
-	}
+	a := ws[r.w].arena
+	off := int(r.sref - 1)
+	n := int(binary.LittleEndian.Uint32(a[off+1:]))
+	return a[off : off+5+n]
 }
 
-func siftDown(h []keptRow, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		if r := l + 1; r < len(h) && h[r].h > h[l].h {
-			l = r
-		}
-		if h[i].h >= h[l].h {
-			return
-		}
-		h[i], h[l] = h[l], h[i]
-		i = l
+// compareUnits orders rows by unit (integers before text and blobs of the
+// same u, which then compare by their bytes), then by row hash.
+func compareUnits(ws []*boundWorker, a, b *unitRow) int {
+	if a.u != b.u {
+		return cmp.Compare(a.u, b.u)
 	}
+	if (a.sref == 0) != (b.sref == 0) {
+		if a.sref == 0 {
+			return -1
+		}
+		return 1
+	}
+	if a.sref != 0 && (a.w != b.w || a.sref != b.sref) {
+		if c := bytes.Compare(unitKey(ws, a), unitKey(ws, b)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.h, b.h)
 }
 
-// merge adds o's kept rows into t.
-func (t *unitTable) merge(o *unitTable) {
-	for i := range o.units {
-		s := &o.units[i]
-		var u *unitState
-		if s.key == "" {
-			u = t.intUnit(s.ikey)
-		} else {
-			u = t.strUnit(s.key[0], []byte(s.key[1:]))
-		}
-		for _, r := range s.ents {
-			t.add(u, r)
-		}
+// sameUnit reports whether two rows are of one unit.
+func sameUnit(ws []*boundWorker, a, b *unitRow) bool {
+	if a.u != b.u || (a.sref == 0) != (b.sref == 0) {
+		return false
 	}
+	return a.sref == 0 || a.w == b.w && a.sref == b.sref || bytes.Equal(unitKey(ws, a), unitKey(ws, b))
 }
 
 // decode splits a record into its first maxIdx+1 fields; it returns how
@@ -279,7 +252,7 @@ func appendField(buf []byte, f fieldRef, fields []field, n int, rowid int64) []b
 	}
 }
 
-// row reads one record into the worker's unit table.
+// row reads one record into the worker's row buffers.
 func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 	n, ok := w.decode(rec)
 	if !ok {
@@ -287,28 +260,20 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 	}
 	bs := w.bs
 	// The unit.
-	var u *unitState
+	var dst *[]unitRow
+	var head unitRow
 	uf := bs.unit
 	switch {
 	case uf.index < 0:
-		if !bs.keepsInt(rowid) {
-			return nil
-		}
-		u = w.units.intUnit(rowid)
+		dst, head = w.intUnit(rowid)
 	case uf.index >= n:
 		switch v := uf.dflt.(type) {
 		case nil:
 			return nil
 		case int64:
-			if !bs.keepsInt(v) {
-				return nil
-			}
-			u = w.units.intUnit(v)
+			dst, head = w.intUnit(v)
 		case string:
-			if !bs.keepsStr('t', []byte(v)) {
-				return nil
-			}
-			u = w.units.strUnit('t', []byte(v))
+			dst, head = w.strUnit('t', []byte(v))
 		default:
 			return errScanUnit
 		}
@@ -322,22 +287,17 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 			if st <= 6 {
 				v = intValue(st, fd.b)
 			}
-			if !bs.keepsInt(v) {
-				return nil
-			}
-			u = w.units.intUnit(v)
+			dst, head = w.intUnit(v)
 		case st == 7:
 			return errScanUnit
+		case st%2 == 1:
+			dst, head = w.strUnit('t', fd.b)
 		default:
-			tag := byte('b')
-			if st%2 == 1 {
-				tag = 't'
-			}
-			if !bs.keepsStr(tag, fd.b) {
-				return nil
-			}
-			u = w.units.strUnit(tag, fd.b)
+			dst, head = w.strUnit('b', fd.b)
 		}
+	}
+	if dst == nil {
+		return nil // another pass's unit
 	}
 	// The cell.
 	fs := s.fs
@@ -364,7 +324,9 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 		buf = appendField(buf, f, w.fields, n, rowid)
 	}
 	w.buf = buf
-	w.units.add(u, keptRow{siphash24(bs.k0, bs.k1, buf), int32(idx)})
+	head.h = siphash24(bs.k0, bs.k1, buf)
+	head.cell = int32(idx)
+	*dst = append(*dst, head)
 	return nil
 }
 
@@ -383,7 +345,8 @@ func (fs *fileScan) runBound(ctx context.Context, root uint32, counts []float64,
 	return nil
 }
 
-// boundPass is one pass of runBound: the units of partition bs.part.
+// boundPass is one pass of runBound: the units of partitions bs.part
+// modulo bs.parts.
 func (fs *fileScan) boundPass(ctx context.Context, root uint32, counts []float64, workers int, pairs func([]int) error) error {
 	bs := fs.bound
 	fs.visits.Store(0) // each pass reads each page once
@@ -399,14 +362,14 @@ func (fs *fileScan) boundPass(ctx context.Context, root uint32, counts []float64
 	close(work)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	k := int(bs.u.MaxRows)
 	ws := make([]*scanWorker, workers)
+	bws := make([]*boundWorker, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for i := range ws {
 		s := fs.worker(false)
-		s.bound = &boundWorker{bs: bs, fields: make([]field, bs.maxIdx+1), buf: make([]byte, 0, 256), units: newUnitTable(k)}
-		ws[i] = s
+		s.bound = &boundWorker{bs: bs, id: uint32(i), fields: make([]field, bs.maxIdx+1), buf: make([]byte, 0, 256)}
+		ws[i], bws[i] = s, s.bound
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -426,85 +389,167 @@ func (fs *fileScan) boundPass(ctx context.Context, root uint32, counts []float64
 		}
 		return err
 	}
-	t := &ws[0].bound.units
-	for _, s := range ws[1:] {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		t.merge(&s.bound.units)
-		s.bound.units = unitTable{}
+	// The partitions, sorted and counted by the same workers.
+	next := make(chan int, boundRadix)
+	for p := range boundRadix {
+		next <- p
 	}
-	return bs.count(ctx, t, counts, pairs)
+	close(next)
+	local := make([][]float64, workers)
+	var mu sync.Mutex // pairs is called by one worker at a time
+	for i := range workers {
+		local[i] = make([]float64, len(counts))
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := &unitCounter{bs: bs, counts: local[i]}
+			if pairs != nil {
+				c.pairs = func(cs []int) error { mu.Lock(); defer mu.Unlock(); return pairs(cs) }
+			}
+			lists := make([][]unitRow, len(bws))
+			for p := range next {
+				if err := ctx.Err(); err != nil {
+					errs[i] = err
+					return
+				}
+				for w, bw := range bws {
+					lists[w] = bw.parts[p]
+				}
+				if err := c.partition(bws, lists); err != nil {
+					errs[i] = err
+					cancel()
+					return
+				}
+				for _, bw := range bws {
+					bw.parts[p] = nil
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, l := range local {
+		for j, x := range l {
+			counts[j] += x
+		}
+	}
+	return nil
 }
 
-// count turns the kept rows into the truncated histogram (see the file
+// unitCounter turns sorted rows into the truncated histogram (see the file
 // comment), or hands each unit's kept cells to pairs.
-func (bs *boundScan) count(ctx context.Context, t *unitTable, counts []float64, pairs func([]int) error) error {
-	u := bs.u
-	g, r := int(u.Groups()), int(u.PerCell())
-	type cellRun struct {
-		cell int32
-		n    int
-		h    uint64
+type unitCounter struct {
+	bs     *boundScan
+	counts []float64
+	pairs  func([]int) error
+	runs   []cellRun
+	buf    []byte
+	cells  []int
+	kept   []unitRow
+	group  []unitRow
+}
+
+type cellRun struct {
+	cell int32
+	n    int
+	h    uint64
+}
+
+// partition counts one partition: each worker's rows sorted in place, then
+// merged by unit, each unit's first k rows kept.
+func (c *unitCounter) partition(ws []*boundWorker, lists [][]unitRow) error {
+	order := func(a, b unitRow) int {
+		if a.u != b.u {
+			return cmp.Compare(a.u, b.u)
+		}
+		if a.sref == 0 && b.sref == 0 {
+			return cmp.Compare(a.h, b.h)
+		}
+		return compareUnits(ws, &a, &b)
 	}
-	var runs []cellRun
-	var buf []byte
-	var cells []int
-	for i := range t.units {
-		if i%4096 == 0 {
-			if err := ctx.Err(); err != nil {
+	for _, l := range lists {
+		slices.SortFunc(l, order)
+	}
+	k := int(c.bs.u.MaxRows)
+	heads := make([]int, len(lists))
+	var cur unitRow
+	kept := c.group[:0]
+	for {
+		best := -1
+		for w, l := range lists {
+			if heads[w] < len(l) && (best < 0 || order(l[heads[w]], lists[best][heads[best]]) < 0) {
+				best = w
+			}
+		}
+		if best < 0 {
+			break
+		}
+		r := lists[best][heads[best]]
+		heads[best]++
+		if len(kept) > 0 && sameUnit(ws, &cur, &r) {
+			if len(kept) < k {
+				kept = append(kept, r)
+			}
+			continue
+		}
+		if len(kept) > 0 {
+			if err := c.unit(ws, kept); err != nil {
 				return err
 			}
 		}
-		s := &t.units[i]
-		if !u.CellBounded() && len(counts) <= 1 && pairs == nil {
-			counts[0] += float64(min(len(s.ents), r))
-			continue
+		cur, kept = r, append(kept[:0], r)
+	}
+	c.group = kept
+	if len(kept) > 0 {
+		return c.unit(ws, kept)
+	}
+	return nil
+}
+
+// unit counts one unit's kept rows.
+func (c *unitCounter) unit(ws []*boundWorker, kept []unitRow) error {
+	u := c.bs.u
+	g, r := int(u.Groups()), int(u.PerCell())
+	if !u.CellBounded() && len(c.counts) <= 1 && c.pairs == nil {
+		c.counts[0] += float64(min(len(kept), r))
+		return nil
+	}
+	c.kept = append(c.kept[:0], kept...)
+	slices.SortFunc(c.kept, func(a, b unitRow) int { return int(a.cell) - int(b.cell) })
+	runs := c.runs[:0]
+	for _, e := range c.kept {
+		if n := len(runs); n > 0 && runs[n-1].cell == e.cell {
+			runs[n-1].n++
+		} else {
+			runs = append(runs, cellRun{cell: e.cell, n: 1})
 		}
-		slices.SortFunc(s.ents, func(a, b keptRow) int { return int(a.cell) - int(b.cell) })
-		runs = runs[:0]
-		for _, e := range s.ents {
-			if n := len(runs); n > 0 && runs[n-1].cell == e.cell {
-				runs[n-1].n++
+	}
+	if u.CellBounded() && len(runs) > g {
+		for j := range runs {
+			buf := appendHashValue(c.buf[:0], "cell")
+			if key := unitKey(ws, &kept[0]); key == nil {
+				buf = appendHashValue(buf, int64(kept[0].u))
 			} else {
-				runs = append(runs, cellRun{cell: e.cell, n: 1})
+				buf = append(append(buf, 0x1f, 'V'), key[5:]...)
 			}
+			c.buf = appendHashValue(buf, int64(runs[j].cell))
+			runs[j].h = siphash24(c.bs.k0, c.bs.k1, c.buf)
 		}
-		if u.CellBounded() && len(runs) > g {
-			for j := range runs {
-				buf = appendHashValue(buf[:0], "cell")
-				if s.key == "" {
-					buf = appendHashValue(buf, s.ikey)
-				} else {
-					buf = append(append(buf, 0x1f, 'V'), s.key[1:]...)
-				}
-				buf = appendHashValue(buf, int64(runs[j].cell))
-				runs[j].h = siphash24(bs.k0, bs.k1, buf)
-			}
-			slices.SortFunc(runs, func(a, b cellRun) int {
-				if a.h < b.h {
-					return -1
-				}
-				if a.h > b.h {
-					return 1
-				}
-				return 0
-			})
-			runs = runs[:g]
+		slices.SortFunc(runs, func(a, b cellRun) int { return cmp.Compare(a.h, b.h) })
+		runs = runs[:g]
+	}
+	c.runs = runs
+	if c.pairs != nil {
+		c.cells = c.cells[:0]
+		for _, x := range runs {
+			c.cells = append(c.cells, int(x.cell))
 		}
-		if pairs != nil {
-			cells = cells[:0]
-			for _, c := range runs {
-				cells = append(cells, int(c.cell))
-			}
-			if err := pairs(cells); err != nil {
-				return err
-			}
-			continue
-		}
-		for _, c := range runs {
-			counts[c.cell] += float64(min(c.n, r))
-		}
+		return c.pairs(c.cells)
+	}
+	for _, x := range runs {
+		c.counts[x.cell] += float64(min(x.n, r))
 	}
 	return nil
 }
