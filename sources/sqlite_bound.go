@@ -37,7 +37,7 @@ import (
 //     least cell hash, at most r rows each. Which r rows of a cell are
 //     kept does not change the count, so only the rows per cell are needed.
 //
-// Memory. The buffers hold 32 bytes per row read. How much the scan may
+// Memory. The buffers hold 32 bytes per row read, in chunks. How much the scan may
 // hold is decided before it starts, from public sizes only: the database
 // file's size and the byte cap (Options.BoundBytes). The worst case is
 // boundBytesPerFileByte bytes of state per byte of file; a file whose worst
@@ -58,10 +58,15 @@ import (
 
 // boundBytesPerFileByte bounds the scan's state per byte of database file:
 // a row takes at least 8 bytes of file (cell pointer, sizes, rowid, a
-// record header of at least two columns) and 32 bytes of buffer (with
-// the slack of doubling growth, 64); a text unit adds its bytes (also in
-// the file) and 5 more.
-const boundBytesPerFileByte = 10
+// record header of at least two columns) and 32 bytes of buffer, 36 more
+// while its partition is counted (its copy grouped by unit, its group);
+// a text unit adds its bytes (also in the file) and 5 more. Beside that,
+// each worker's partially filled chunks take at most boundFixedBytes.
+const boundBytesPerFileByte = 9
+
+// boundFixedBytes bounds the partially filled chunks: one per partition
+// and worker (for up to 4 workers).
+const boundFixedBytes = 4 * boundRadix * chunkRows * 32
 
 // maxBoundParts is the most passes the scan makes; a file that would need
 // more is bounded by the SQL path, whose sorter spills to temporary files.
@@ -108,8 +113,8 @@ type boundWorker struct {
 	fields []field
 	buf    []byte
 	key    []byte
-	parts  [boundRadix][]unitRow
-	arena  []byte // text and blob units: tag, 4-byte length, bytes
+	parts  [boundRadix][][]unitRow // chunks of growing size, up to chunkRows
+	arena  []byte                  // text and blob units: tag, 4-byte length, bytes
 }
 
 // unitRow is one row read: its unit, hash and internal cell.
@@ -132,7 +137,7 @@ func (bs *boundScan) partition(u uint64) uint64 {
 
 // intUnit is the buffer and row head of an integer unit's row, or nil when
 // this pass leaves its partition.
-func (w *boundWorker) intUnit(v int64) (*[]unitRow, unitRow) {
+func (w *boundWorker) intUnit(v int64) (*[][]unitRow, unitRow) {
 	p := w.bs.partition(uint64(v))
 	if w.bs.parts > 1 && p%w.bs.parts != w.bs.part {
 		return nil, unitRow{}
@@ -141,7 +146,7 @@ func (w *boundWorker) intUnit(v int64) (*[]unitRow, unitRow) {
 }
 
 // strUnit is intUnit for a text ('t') or blob ('b') unit.
-func (w *boundWorker) strUnit(tag byte, b []byte) (*[]unitRow, unitRow) {
+func (w *boundWorker) strUnit(tag byte, b []byte) (*[][]unitRow, unitRow) {
 	w.key = append(append(w.key[:0], tag), b...)
 	u := siphash24(w.bs.k1, w.bs.k0, w.key)
 	p := w.bs.partition(u)
@@ -153,6 +158,24 @@ func (w *boundWorker) strUnit(tag byte, b []byte) (*[]unitRow, unitRow) {
 	binary.LittleEndian.PutUint32(w.arena[off+1:], uint32(len(b)))
 	w.arena = append(w.arena, b...)
 	return &w.parts[p], unitRow{u: u, w: w.id, sref: uint32(off) + 1}
+}
+
+// chunkRows is the largest chunk of a partition's buffer: chunks start at
+// 64 rows and double, so a buffer's slack is at most one chunk, and no
+// copy is made as it grows.
+const chunkRows = 4096
+
+func appendRow(dst *[][]unitRow, r unitRow) {
+	cs := *dst
+	if n := len(cs); n == 0 || len(cs[n-1]) == cap(cs[n-1]) {
+		size := 64
+		if n > 0 {
+			size = min(2*cap(cs[n-1]), chunkRows)
+		}
+		cs = append(cs, make([]unitRow, 0, size))
+		*dst = cs
+	}
+	cs[len(cs)-1] = append(cs[len(cs)-1], r)
 }
 
 // unitKey is a text or blob unit's tag and bytes (nil for an integer unit).
@@ -260,7 +283,7 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 	}
 	bs := w.bs
 	// The unit.
-	var dst *[]unitRow
+	var dst *[][]unitRow
 	var head unitRow
 	uf := bs.unit
 	switch {
@@ -326,7 +349,7 @@ func (w *boundWorker) row(s *scanWorker, rec []byte, rowid int64) error {
 	w.buf = buf
 	head.h = siphash24(bs.k0, bs.k1, buf)
 	head.cell = int32(idx)
-	*dst = append(*dst, head)
+	appendRow(dst, head)
 	return nil
 }
 
@@ -406,14 +429,15 @@ func (fs *fileScan) boundPass(ctx context.Context, root uint32, counts []float64
 			if pairs != nil {
 				c.pairs = func(cs []int) error { mu.Lock(); defer mu.Unlock(); return pairs(cs) }
 			}
-			lists := make([][]unitRow, len(bws))
+			var lists [][]unitRow
 			for p := range next {
 				if err := ctx.Err(); err != nil {
 					errs[i] = err
 					return
 				}
-				for w, bw := range bws {
-					lists[w] = bw.parts[p]
+				lists = lists[:0]
+				for _, bw := range bws {
+					lists = append(lists, bw.parts[p]...)
 				}
 				if err := c.partition(bws, lists); err != nil {
 					errs[i] = err
@@ -449,6 +473,11 @@ type unitCounter struct {
 	cells  []int
 	kept   []unitRow
 	group  []unitRow
+	// partitionInts' buffers
+	groups map[uint64]int32
+	ends   []int32
+	gids   []int32
+	sorted []unitRow
 }
 
 type cellRun struct {
@@ -458,8 +487,22 @@ type cellRun struct {
 }
 
 // partition counts one partition: each worker's rows sorted in place, then
-// merged by unit, each unit's first k rows kept.
+// merged by unit, each unit's first k rows kept. A partition of integer
+// units alone is grouped by a small map instead (it fits in cache), and
+// only the units with more than k rows are sorted by hash.
 func (c *unitCounter) partition(ws []*boundWorker, lists [][]unitRow) error {
+	ints := true
+	for _, l := range lists {
+		for i := range l {
+			if l[i].sref != 0 {
+				ints = false
+				break
+			}
+		}
+	}
+	if ints {
+		return c.partitionInts(ws, lists)
+	}
 	order := func(a, b unitRow) int {
 		if a.u != b.u {
 			return cmp.Compare(a.u, b.u)
@@ -504,6 +547,61 @@ func (c *unitCounter) partition(ws []*boundWorker, lists [][]unitRow) error {
 	c.group = kept
 	if len(kept) > 0 {
 		return c.unit(ws, kept)
+	}
+	return nil
+}
+
+// partitionInts is partition for integer units.
+func (c *unitCounter) partitionInts(ws []*boundWorker, lists [][]unitRow) error {
+	if c.groups == nil {
+		c.groups = map[uint64]int32{}
+	}
+	clear(c.groups)
+	c.ends = c.ends[:0]
+	c.gids = c.gids[:0]
+	for _, l := range lists {
+		for i := range l {
+			g, ok := c.groups[l[i].u]
+			if !ok {
+				g = int32(len(c.ends))
+				c.groups[l[i].u] = g
+				c.ends = append(c.ends, 0)
+			}
+			c.ends[g]++
+			c.gids = append(c.gids, g)
+		}
+	}
+	// Counting sort by group: ends[g] becomes the end of group g's rows.
+	n := 0
+	for g, x := range c.ends {
+		n += int(x)
+		c.ends[g] = int32(n)
+	}
+	c.sorted = slices.Grow(c.sorted[:0], n)[:n]
+	j := len(c.gids)
+	for w := len(lists) - 1; w >= 0; w-- {
+		l := lists[w]
+		for i := len(l) - 1; i >= 0; i-- {
+			j--
+			g := c.gids[j]
+			c.ends[g]--
+			c.sorted[c.ends[g]] = l[i]
+		}
+	}
+	k := int(c.bs.u.MaxRows)
+	for g, start := range c.ends {
+		end := n
+		if g+1 < len(c.ends) {
+			end = int(c.ends[g+1])
+		}
+		rows := c.sorted[start:end]
+		if len(rows) > k {
+			slices.SortFunc(rows, func(a, b unitRow) int { return cmp.Compare(a.h, b.h) })
+			rows = rows[:k]
+		}
+		if err := c.unit(ws, rows); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -645,7 +743,7 @@ func (s *sqliteSource) planBound(ctx context.Context, tx *sql.Tx, t *catalog.Tab
 // boundParts is the number of passes for a file of size bytes under the
 // cap limit (see above).
 func boundParts(size, limit int64) uint64 {
-	worst := size * boundBytesPerFileByte
+	worst := size*boundBytesPerFileByte + boundFixedBytes
 	return uint64(max(1, (worst+limit-1)/limit))
 }
 

@@ -226,13 +226,13 @@ func TestBoundedScanCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worst := fi.Size() * boundBytesPerFileByte
+	worst := fi.Size()*boundBytesPerFileByte + boundFixedBytes
 	var got [][]float64
 	var sets [][]string
 	for _, c := range []struct {
 		cap   int64
 		parts uint64 // 0: SQL
-	}{{0, 1}, {worst, 1}, {worst - 1, 2}, {worst / 3, 3}, {worst / 16, 16}, {worst / 17, 0}, {1000, 0}} {
+	}{{0, 1}, {worst, 1}, {worst - 1, 2}, {worst / 4, 4}, {worst / 16, 16}, {worst / 17, 0}, {1000, 0}} {
 		set, err := Open(context.Background(), cat, Options{DataDir: dir, BoundBytes: c.cap})
 		if err != nil {
 			t.Fatal(err)
