@@ -47,7 +47,7 @@ func scaleSQL(rows int, i, div string) string {
 
 // scaleCatalog declares the scale table twice over one source table:
 // without a unit (rows) and with one (units, bounded by unit).
-func scaleCatalog(b *testing.B, source, table, unit string) *catalog.Catalog {
+func scaleCatalog(b testing.TB, source, table, unit string) *catalog.Catalog {
 	y := `database: b
 sources: {main: ` + source + `}
 tables:

@@ -38,10 +38,12 @@
 // A table with a privacy unit is counted truncated per unit (units.go): each
 // unit keeps its max_rows rows of least keyed hash, and with max_groups /
 // max_rows_per_group its cells and rows per cell likewise, with the key
-// generated once into the data directory. SQLite bounds inside the one-pass
-// file scan (sqlite_bound.go, keyed SipHash: unithash.go), under a byte cap
-// decided from the file's size, and by window functions in SQL otherwise
-// (sqlite_units.go); the servers by window functions in one pushed-down
-// statement.
+// generated once into the data directory. SQLite bounds inside the file
+// scan (sqlite_bound.go, keyed SipHash: unithash.go), in as many passes as
+// a byte cap on its state needs (decided from the file's size alone), and
+// by window functions in SQL for what the scan leaves (sqlite_units.go);
+// the servers in one pushed-down statement that hashes and ranks only the
+// rows of units over max_rows, and ranks (unit, cell) aggregates, not
+// rows, for max_groups / max_rows_per_group.
 // profile.go gives the data owner the exact rows-per-unit distribution.
 package sources

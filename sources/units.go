@@ -18,7 +18,8 @@ import (
 )
 
 // Contribution bounding. A table with a privacy unit is counted from itself
-// truncated per unit, inside the database, in one query:
+// truncated per unit, inside the database, in one query (SQLite does the
+// same inside its file scan, sqlite_bound.go):
 //
 //  1. rows whose unit is NULL are left out (catalog.PrivacyUnit);
 //  2. each row gets a keyed hash of its unit and of every declared column's
@@ -27,7 +28,10 @@ import (
 //     ORDER BY hash) <= k. This step does not depend on the batch, so every
 //     histogram of one data version is a histogram of the same truncated
 //     table (the marginal of one is the other; stored answers and reused
-//     measurements rely on it);
+//     measurements rely on it). A unit with at most k rows keeps them all
+//     whatever their hashes, so the query finds the heavier units first
+//     (GROUP BY unit HAVING COUNT(*) > k) and hashes and ranks only their
+//     rows; the others' rows are taken as they are;
 //  3. with max_groups g and max_rows_per_group r, the kept rows are binned,
 //     each unit keeps the g cells (of the batch's internal domain) of least
 //     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
@@ -199,7 +203,10 @@ func (b *boundedQuery) sql() string {
 	// hash or a sort; only the rows of heavier units are hashed and ranked.
 	heavy := fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
 	kept := func() string {
-		light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s dpproxy_t WHERE %[2]s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM dpproxy_heavy dpproxy_h WHERE dpproxy_h.dpproxy_unit = dpproxy_t.%[2]s)", rawList, unit, b.table)
+		// NOT IN, not NOT EXISTS: PostgreSQL then probes a hashed subplan
+		// instead of sorting the table for a merge anti-join (the heavy
+		// units are never NULL).
+		light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s WHERE %[2]s IS NOT NULL AND %[2]s NOT IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.table)
 		ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
 		return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
 	}
