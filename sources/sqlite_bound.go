@@ -29,15 +29,18 @@ import (
 //     one of 256 buffers chosen by a keyed hash of the unit, so all of a
 //     unit's rows land in one partition: sequential writes, no lookup per
 //     row;
-//   - each partition's buffers are sorted by unit and row hash (a
-//     partition is about 1/256 of the rows and sorts in cache) and merged,
-//     and each unit's first k rows are its kept rows;
+//   - each partition (about 1/256 of the rows, so its work stays in
+//     cache) is grouped by unit: integer units by a small map and a
+//     counting sort of the rows' places, each unit's k rows of least hash
+//     taken by a heap of k; text and blob units by sorting each chunk by
+//     unit and hash and merging the chunks, each unit's first k rows kept;
 //   - per unit, the kept rows are counted into their cells, or, with
 //     max_groups g and max_rows_per_group r, counted into the g cells of
 //     least cell hash, at most r rows each. Which r rows of a cell are
 //     kept does not change the count, so only the rows per cell are needed.
 //
-// Memory. The buffers hold 32 bytes per row read, in chunks. How much the scan may
+// Memory. The buffers hold 32 bytes per row read, in chunks, and counting a
+// partition takes 8 more per row of it. How much the scan may
 // hold is decided before it starts, from public sizes only: the database
 // file's size and the byte cap (Options.BoundBytes). The worst case is
 // boundBytesPerFileByte bytes of state per byte of file; a file whose worst
@@ -58,11 +61,12 @@ import (
 
 // boundBytesPerFileByte bounds the scan's state per byte of database file:
 // a row takes at least 8 bytes of file (cell pointer, sizes, rowid, a
-// record header of at least two columns) and 32 bytes of buffer, 36 more
-// while its partition is counted (its copy grouped by unit, its group);
-// a text unit adds its bytes (also in the file) and 5 more. Beside that,
-// each worker's partially filled chunks take at most boundFixedBytes.
-const boundBytesPerFileByte = 9
+// record header of at least two columns) and 32 bytes of buffer, 8 more
+// while its partition is counted (its group and its place in the grouped
+// order), 40 in all: 5 per byte of file; a text or blob unit adds its
+// bytes (which the file holds too) and 5 more: at most 5/8 + 1 per byte.
+// Beside that, the partially filled chunks take at most boundFixedBytes.
+const boundBytesPerFileByte = 7
 
 // boundFixedBytes bounds the partially filled chunks: one per partition
 // and worker (for up to 4 workers).
@@ -477,7 +481,8 @@ type unitCounter struct {
 	groups map[uint64]int32
 	ends   []int32
 	gids   []int32
-	sorted []unitRow
+	order  []uint32
+	sel    []unitRow
 }
 
 type cellRun struct {
@@ -486,10 +491,9 @@ type cellRun struct {
 	h    uint64
 }
 
-// partition counts one partition: each worker's rows sorted in place, then
-// merged by unit, each unit's first k rows kept. A partition of integer
-// units alone is grouped by a small map instead (it fits in cache), and
-// only the units with more than k rows are sorted by hash.
+// partition counts one partition: each chunk sorted in place by unit and
+// hash, the chunks merged, each unit's first k rows kept. A partition of
+// integer units alone goes to partitionInts.
 func (c *unitCounter) partition(ws []*boundWorker, lists [][]unitRow) error {
 	ints := true
 	for _, l := range lists {
@@ -551,7 +555,9 @@ func (c *unitCounter) partition(ws []*boundWorker, lists [][]unitRow) error {
 	return nil
 }
 
-// partitionInts is partition for integer units.
+// partitionInts is partition for integer units: grouped by a map (it fits
+// in cache) and a counting sort of the rows' places, each unit's k rows of
+// least hash selected by a heap.
 func (c *unitCounter) partitionInts(ws []*boundWorker, lists [][]unitRow) error {
 	if c.groups == nil {
 		c.groups = map[uint64]int32{}
@@ -577,15 +583,16 @@ func (c *unitCounter) partitionInts(ws []*boundWorker, lists [][]unitRow) error 
 		n += int(x)
 		c.ends[g] = int32(n)
 	}
-	c.sorted = slices.Grow(c.sorted[:0], n)[:n]
+	// The scatter writes each row's place (list << 12 | index: a chunk
+	// holds at most chunkRows = 4096 rows), not the row: 4 bytes a row.
+	c.order = slices.Grow(c.order[:0], n)[:n]
 	j := len(c.gids)
 	for w := len(lists) - 1; w >= 0; w-- {
-		l := lists[w]
-		for i := len(l) - 1; i >= 0; i-- {
+		for i := len(lists[w]) - 1; i >= 0; i-- {
 			j--
 			g := c.gids[j]
 			c.ends[g]--
-			c.sorted[c.ends[g]] = l[i]
+			c.order[c.ends[g]] = uint32(w)<<12 | uint32(i)
 		}
 	}
 	k := int(c.bs.u.MaxRows)
@@ -594,16 +601,46 @@ func (c *unitCounter) partitionInts(ws []*boundWorker, lists [][]unitRow) error 
 		if g+1 < len(c.ends) {
 			end = int(c.ends[g+1])
 		}
-		rows := c.sorted[start:end]
-		if len(rows) > k {
-			slices.SortFunc(rows, func(a, b unitRow) int { return cmp.Compare(a.h, b.h) })
-			rows = rows[:k]
+		// The k rows of least hash, by a max-heap of k.
+		kept := c.sel[:0]
+		for _, at := range c.order[start:end] {
+			r := lists[at>>12][at&(chunkRows-1)]
+			if len(kept) < k {
+				kept = append(kept, r)
+				if len(kept) == k {
+					for i := k/2 - 1; i >= 0; i-- {
+						siftDown(kept, i)
+					}
+				}
+			} else if r.h < kept[0].h {
+				kept[0] = r
+				siftDown(kept, 0)
+			}
 		}
-		if err := c.unit(ws, rows); err != nil {
+		c.sel = kept
+		if err := c.unit(ws, kept); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// siftDown restores a max-heap by hash below i.
+func siftDown(h []unitRow, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		if r := l + 1; r < len(h) && h[r].h > h[l].h {
+			l = r
+		}
+		if h[i].h >= h[l].h {
+			return
+		}
+		h[i], h[l] = h[l], h[i]
+		i = l
+	}
 }
 
 // unit counts one unit's kept rows.
