@@ -19,10 +19,10 @@ import (
 // TestJoinPublicTable answers a count per region of the demo's events
 // joined to its public table countries, and checks it against the exact
 // counts of the same join over the events each shopper keeps (the privacy
-// unit user_id, max_rows k = 5: the k of least sources.UnitHash, replayed
-// here): noise at ε = 2 per shopper (Laplace scale k/2 = 2.5 per country
-// count, ≤ 7 countries per region: standard deviation under 10) never
-// moves a region by 200 (false failure rate below 10⁻¹⁰).
+// unit user_id, max_rows k = 5: the k of least sources.UnitHash64,
+// replayed here): noise at ε = 2 per shopper (Laplace scale k/2 = 2.5 per
+// country count, ≤ 7 countries per region: standard deviation under 10)
+// never moves a region by 200 (false failure rate below 10⁻¹⁰).
 func TestJoinPublicTable(t *testing.T) {
 	f := newFixtureCatalog(t, string(catalog.DemoYAML()))
 	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
@@ -54,7 +54,7 @@ func TestJoinPublicTable(t *testing.T) {
 		if err := rows.Scan(&u, &ts, &country, &device, &page, &dur, &amount); err != nil {
 			t.Fatal(err)
 		}
-		h := sources.UnitHash(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount)
+		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount))
 		byUser[u] = append(byUser[u], event{h, fmt.Sprint(country), fmt.Sprint(device)})
 	}
 	rows.Close()

@@ -136,7 +136,7 @@ func truncatedJoin(t *testing.T, f *fixture, orders []joinOrder, plans map[int64
 		if !ok && !left {
 			continue
 		}
-		h := sources.UnitHash(strings.TrimSpace(string(key)), c, o.country, o.amount, plan)
+		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), c, o.country, o.amount, plan))
 		by[c] = append(by[c], row{h, group(o, plan)})
 	}
 	out := map[string]float64{}
