@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
-	"github.com/dpproxy/dpproxy/noise"
 )
 
 // Marginal workloads.
@@ -218,15 +217,4 @@ func (pl *Planner) ChooseMarginals(ctx context.Context, w MarginalWorkload, opt 
 	})
 	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil
-}
-
-// calibratable reports whether noise for sensitivity sens under opt has a
-// representable parameter: a scale below noise.MaxScale, exactly what
-// noise.RationalAtLeast, and so the samplers, take.
-func calibratable(opt Options, sens float64) bool {
-	x := sens / opt.Epsilon
-	if opt.Noise == catalog.Gaussian {
-		x = sens * sens / (2 * opt.Rho)
-	}
-	return x > 0 && x < noise.MaxScale
 }
