@@ -147,7 +147,11 @@ func (pl *Planner) ForTarget(ctx context.Context, w *compile.Workload, opt Optio
 	return cur, nil
 }
 
-// chooseWith is choose, also building the k best candidates as plans.
+// chooseWith is choose, also building the k best candidates as plans. It
+// collects the candidates of every family (addDirect, addKronecker,
+// addMarginals), ranks them by the objective, and builds the winner: the
+// least weighted objective, or with ObjectiveMaxVariance the finalist with
+// the least largest variance (leastMaxVariance).
 func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Options, weights [][]float64, k int) (*Plan, [][]float64, []*Plan, error) {
 	if err := stopped(ctx); err != nil {
 		return nil, nil, nil, err
@@ -157,47 +161,106 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 		weights = s.answerWeights(opt)
 	}
 	s.weight = weights
-	gauss := opt.Noise == catalog.Gaussian
 	maxCells := opt.maxCells()
 	wide := productCells(w.Sizes()) > maxCells
-	best := &Plan{Workload: w, Options: opt, Grid: 1}
-	bestErr := math.Inf(1)
-	var finish func(p *Plan) error
-	applies := map[string]func(p *Plan) error{}
-	add := func(c Candidate, apply func(p *Plan) error) {
-		if math.IsInf(c.Objective, 0) || math.IsNaN(c.Objective) || math.IsInf(c.TotalSquaredError, 0) || math.IsNaN(c.TotalSquaredError) {
-			return
-		}
-		if _, dup := applies[c.Name]; dup {
-			return
-		}
-		applies[c.Name] = apply
-		best.Candidates = append(best.Candidates, c)
-		if c.Objective < bestErr {
-			bestErr, best.Name, finish = c.Objective, c.Name, apply
+	cands := newCandidateSet(w, opt)
+	s.addDirect(cands, wide, maxCells)
+	// Kronecker products of per-column strategies, over the product domain.
+	var choice map[string][]int
+	if !wide {
+		var err error
+		if choice, err = pl.addKronecker(ctx, s, cands); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	// consider adds a candidate measured with one noise draw per row at
-	// sensitivity sens.
-	tooSmall := false // a candidate's noise scale was beyond what the samplers take
-	consider := func(name string, sens, unitErr, weighted float64, apply func(p *Plan) error) {
-		if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
-			return
-		}
-		if !calibratable(opt, sens) {
-			tooSmall = true
-			return
-		}
-		num, den, v := calibrate(opt, sens)
-		add(Candidate{Name: name, Sensitivity: sens, TotalSquaredError: v * unitErr, Unit: sens * sens * unitErr, Objective: v * weighted},
-			func(p *Plan) error {
-				p.Sensitivity, p.NoiseNum, p.NoiseDen, p.NoiseVariance = sens, num, den, v
-				return apply(p)
-			})
+	if err := s.addMarginals(ctx, cands, maxCells); err != nil {
+		return nil, nil, nil, err
 	}
+	cands.rank()
+	if cands.finish == nil {
+		return nil, nil, nil, cands.failure(s, wide, maxCells)
+	}
+	alts, err := cands.alternatives(s, choice, k)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if opt.Objective == ObjectiveMaxVariance {
+		p, proxy, err := cands.leastMaxVariance()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return p, proxy, alts, nil
+	}
+	best, err := cands.finished()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return best, nil, alts, nil
+}
 
-	// The workload itself: one noise for the stacked rows, or one per
-	// aggregate.
+// candidateSet collects one planning pass's candidates, each with the
+// function that sets a Plan to it, and keeps the best by objective.
+type candidateSet struct {
+	opt Options
+	// best holds every candidate (Candidates) and the best one's Name;
+	// finish sets a plan to that candidate.
+	best    *Plan
+	bestErr float64
+	finish  func(p *Plan) error
+	applies map[string]func(p *Plan) error
+	// tooSmall: a candidate's noise scale was beyond what the samplers take.
+	tooSmall bool
+}
+
+func newCandidateSet(w *compile.Workload, opt Options) *candidateSet {
+	return &candidateSet{
+		opt:     opt,
+		best:    &Plan{Workload: w, Options: opt, Grid: 1},
+		bestErr: math.Inf(1),
+		applies: map[string]func(p *Plan) error{},
+	}
+}
+
+// add adds candidate c, which apply sets a plan to, unless its error is
+// not finite or a candidate of its name is in already.
+func (cs *candidateSet) add(c Candidate, apply func(p *Plan) error) {
+	if math.IsInf(c.Objective, 0) || math.IsNaN(c.Objective) || math.IsInf(c.TotalSquaredError, 0) || math.IsNaN(c.TotalSquaredError) {
+		return
+	}
+	if _, dup := cs.applies[c.Name]; dup {
+		return
+	}
+	cs.applies[c.Name] = apply
+	cs.best.Candidates = append(cs.best.Candidates, c)
+	if c.Objective < cs.bestErr {
+		cs.bestErr, cs.best.Name, cs.finish = c.Objective, c.Name, apply
+	}
+}
+
+// consider adds a candidate measured with one noise draw per row at
+// sensitivity sens.
+func (cs *candidateSet) consider(name string, sens, unitErr, weighted float64, apply func(p *Plan) error) {
+	if math.IsInf(weighted, 0) || math.IsNaN(weighted) || math.IsInf(unitErr, 0) || math.IsNaN(unitErr) {
+		return
+	}
+	if !calibratable(cs.opt, sens) {
+		cs.tooSmall = true
+		return
+	}
+	num, den, v := calibrate(cs.opt, sens)
+	cs.add(Candidate{Name: name, Sensitivity: sens, TotalSquaredError: v * unitErr, Unit: sens * sens * unitErr, Objective: v * weighted},
+		func(p *Plan) error {
+			p.Sensitivity, p.NoiseNum, p.NoiseDen, p.NoiseVariance = sens, num, den, v
+			return apply(p)
+		})
+}
+
+// addDirect adds the workload itself as candidates: one noise for the
+// stacked rows, or one per aggregate. Over a product domain beyond
+// maxCells (wide) they count the queries' own tables, if those fit.
+func (s *space) addDirect(cs *candidateSet, wide bool, maxCells float64) {
+	opt := cs.opt
+	gauss := opt.Noise == catalog.Gaussian
 	var tables [][]int
 	cells := 0.0
 	if wide {
@@ -210,7 +273,7 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 			_, _, v := calibrate(opt, sens)
 			stacked = v * weighted
 		}
-		consider("workload", sens, unit, weighted, func(p *Plan) error {
+		cs.consider("workload", sens, unit, weighted, func(p *Plan) error {
 			p.Kind, p.Scale, p.Tables = Direct, scale, tables
 			return nil
 		})
@@ -219,113 +282,106 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 		if base, _, ok := s.directBase(); ok && opt.Objective == ObjectiveMaxVariance && !slices.EqualFunc(base, scale, slices.Equal) {
 			sens := s.directSensitivity(base, gauss)
 			unit, weighted := s.directError(base)
-			consider("workload-unscaled", sens, unit, weighted, func(p *Plan) error {
+			cs.consider("workload-unscaled", sens, unit, weighted, func(p *Plan) error {
 				p.Kind, p.Scale, p.Tables = Direct, base, tables
 				return nil
 			})
 		}
 	}
 	if noises, scale, unit, weighted, ok := s.directSplit(opt); ok && cells <= maxCells && s.aggregates() > 1 && weighted < stacked*(1-1e-6) {
-		add(Candidate{Name: "workload-split", Sensitivity: 1, TotalSquaredError: unit, Objective: weighted}, func(p *Plan) error {
+		cs.add(Candidate{Name: "workload-split", Sensitivity: 1, TotalSquaredError: unit, Objective: weighted}, func(p *Plan) error {
 			p.Kind, p.Scale, p.Tables, p.AggNoise, p.Sensitivity = Direct, scale, tables, noises, 1
 			return nil
 		})
 	}
+}
 
-	// Kronecker products of per-column strategies, over the product domain.
-	var choice map[string][]int
-	kron := func(c []int) func(p *Plan) error {
-		return func(p *Plan) error {
-			p.Kind = Kronecker
-			p.diags = make([][]float64, len(c))
-			p.forms = s.pairForms(c)
-			for j, o := range c {
-				p.diags[j] = s.cols[j].options[o].diag
-			}
-			if p.light {
-				return nil // the error forms only: no matrices
-			}
-			p.Factors = make([]*ColumnStrategy, len(c))
-			for j, o := range c {
-				opt := s.cols[j].options[o]
-				cs, err := opt.strategy()
-				if err != nil {
-					return err
-				}
-				p.Factors[j] = cs
-				p.Grid *= cs.Grid
-			}
-			return nil
+// addKronecker adds Kronecker products of per-column strategies: the
+// integer families' products (searchKronecker), then optimised columns
+// from the best of them (optimiseColumns). It returns the products
+// considered, by name.
+func (pl *Planner) addKronecker(ctx context.Context, s *space, cs *candidateSet) (map[string][]int, error) {
+	fam := cs.opt.Noise
+	choice, cur := s.searchKronecker(fam, func(c []int) {
+		sens, unit, weighted := s.kronErrors(c, fam)
+		cs.consider(s.kronName(c), sens, unit, weighted, s.kronApply(c))
+	})
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
+	if cur != nil {
+		if err := pl.optimiseColumns(ctx, s, cs, choice, cur); err != nil {
+			return nil, err
 		}
 	}
-	if !wide {
-		var cur []int
-		choice, cur = s.searchKronecker(opt.Noise, func(c []int) {
-			sens, unit, weighted := s.kronErrors(c, opt.Noise)
-			consider(s.kronName(c), sens, unit, weighted, kron(c))
-		})
-		if err := stopped(ctx); err != nil {
-			return nil, nil, nil, err
-		}
-		// Optimised per-column strategies, by coordinate descent from the best
-		// enumerated product: column j's error, the others fixed, is
-		// trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram). The descent stops
-		// after three rounds, or once chooseWork is spent: first by the
-		// direct candidates' evaluation (directWork; a batch over a large
-		// domain spends it there, as it spent the former 300 ms), then by
-		// the columns optimised (a cached column counts the work it cost,
-		// so the plan does not depend on what the Planner has cached).
-		if cur != nil {
-			curScore := s.score(cur, opt.Noise)
-			spent := s.directWork()
-			for round := 0; round < 3 && spent < chooseWork; round++ {
-				improved := false
-				for j := range s.cols {
-					if !s.worthOptimising(j) || spent >= chooseWork {
-						continue
-					}
-					if err := stopped(ctx); err != nil {
-						return nil, nil, nil, err
-					}
-					g := s.effectiveGram(j, cur, gauss)
-					o, info, err := pl.optimised(ctx, g, opt.Noise, min(columnWork(s.cols[j].n), chooseWork))
-					if err != nil {
-						return nil, nil, nil, err
-					}
-					spent += info.work
-					if o == nil || o.classOf != nil && !constantOnClasses(s.cols[j].vecs, o.classOf, o.cs.gramFactor.RawMatrix().Cols) {
-						continue
-					}
-					idx := s.addOption(j, o)
-					next := slices.Clone(cur)
-					next[j] = idx
-					name := s.kronName(next)
-					if _, seen := choice[name]; !seen {
-						choice[name] = next
-						sens, unit, weighted := s.kronErrors(next, opt.Noise)
-						consider(name, sens, unit, weighted, kron(next))
-					}
-					if v := s.score(next, opt.Noise); v < curScore*(1-1e-12) {
-						cur, curScore, improved = next, v, true
-					}
-				}
-				if !improved {
-					break
-				}
+	return choice, nil
+}
+
+// optimiseColumns adds optimised per-column strategies, by coordinate
+// descent from the best enumerated product cur: column j's error, the
+// others fixed, is trace(G_j^eff·(A_jᵀA_j)⁻¹) (see effectiveGram). The
+// descent stops after three rounds, or once chooseWork is spent: first by
+// the direct candidates' evaluation (directWork; a batch over a large
+// domain spends it there, as it spent the former 300 ms), then by the
+// columns optimised (a cached column counts the work it cost, so the plan
+// does not depend on what the Planner has cached). Every product it tries
+// is added to choice.
+func (pl *Planner) optimiseColumns(ctx context.Context, s *space, cs *candidateSet, choice map[string][]int, cur []int) error {
+	fam := cs.opt.Noise
+	gauss := fam == catalog.Gaussian
+	curScore := s.score(cur, fam)
+	spent := s.directWork()
+	for round := 0; round < 3 && spent < chooseWork; round++ {
+		improved := false
+		for j := range s.cols {
+			if !s.worthOptimising(j) || spent >= chooseWork {
+				continue
+			}
+			if err := stopped(ctx); err != nil {
+				return err
+			}
+			g := s.effectiveGram(j, cur, gauss)
+			o, info, err := pl.optimised(ctx, g, fam, min(columnWork(s.cols[j].n), chooseWork))
+			if err != nil {
+				return err
+			}
+			spent += info.work
+			if o == nil || o.classOf != nil && !constantOnClasses(s.cols[j].vecs, o.classOf, o.cs.gramFactor.RawMatrix().Cols) {
+				continue
+			}
+			idx := s.addOption(j, o)
+			next := slices.Clone(cur)
+			next[j] = idx
+			name := s.kronName(next)
+			if _, seen := choice[name]; !seen {
+				choice[name] = next
+				sens, unit, weighted := s.kronErrors(next, fam)
+				cs.consider(name, sens, unit, weighted, s.kronApply(next))
+			}
+			if v := s.score(next, fam); v < curScore*(1-1e-12) {
+				cur, curScore, improved = next, v, true
 			}
 		}
+		if !improved {
+			break
+		}
 	}
+	return nil
+}
 
-	// Marginal and residual blocks, when the queries touch different column sets.
-	ms, margs, err := s.marginalCandidates(ctx, opt, maxCells)
+// addMarginals adds strategies of marginal and residual blocks, when the
+// queries touch different column sets (marginalCandidates), whose tables
+// fit in maxCells.
+func (s *space) addMarginals(ctx context.Context, cs *candidateSet, maxCells float64) error {
+	ms, margs, err := s.marginalCandidates(ctx, cs.opt, maxCells)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	for _, c := range margs {
 		if c.cells > maxCells {
 			continue
 		}
-		add(Candidate{Name: c.name, Sensitivity: 1, TotalSquaredError: c.total, Unit: c.unit, Objective: c.objective},
+		cs.add(Candidate{Name: c.name, Sensitivity: 1, TotalSquaredError: c.total, Unit: c.unit, Objective: c.objective},
 			func(p *Plan) error {
 				p.Kind, p.Sensitivity, p.Tables = Marginal, 1, c.tables
 				p.Marginals = &MarginalStrategy{Blocks: c.blocks}
@@ -333,22 +389,37 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 				return nil
 			})
 	}
-	slices.SortStableFunc(best.Candidates, func(a, b Candidate) int {
+	return nil
+}
+
+// rank orders the candidates by objective and keeps the best twelve.
+func (cs *candidateSet) rank() {
+	slices.SortStableFunc(cs.best.Candidates, func(a, b Candidate) int {
 		return cmp.Compare(a.Objective, b.Objective)
 	})
-	if len(best.Candidates) > 12 {
-		best.Candidates = best.Candidates[:12]
+	if len(cs.best.Candidates) > 12 {
+		cs.best.Candidates = cs.best.Candidates[:12]
 	}
-	if finish == nil {
-		if wide {
-			_, cells := s.queryTables()
-			return nil, nil, nil, &CellsError{Cells: cells, Limit: maxCells}
-		}
-		if tooSmall {
-			return nil, nil, nil, ErrScale
-		}
-		return nil, nil, nil, fmt.Errorf("planner: no strategy answers this workload")
+}
+
+// failure is the error of a pass with no candidate: the cells of a wide
+// batch, a privacy parameter too small, or no strategy at all.
+func (cs *candidateSet) failure(s *space, wide bool, maxCells float64) error {
+	if wide {
+		_, cells := s.queryTables()
+		return &CellsError{Cells: cells, Limit: maxCells}
 	}
+	if cs.tooSmall {
+		return ErrScale
+	}
+	return fmt.Errorf("planner: no strategy answers this workload")
+}
+
+// alternatives builds up to k of the ranked candidates as plans (see
+// Alternatives), skipping Kronecker products (in choice) not cheap to
+// build. The plans share the ranked candidates.
+func (cs *candidateSet) alternatives(s *space, choice map[string][]int, k int) ([]*Plan, error) {
+	best := cs.best
 	var alts []*Plan
 	for i := range best.Candidates {
 		if len(alts) == k {
@@ -358,50 +429,62 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 		if kc, ok := choice[c.Name]; ok && !s.cheapToBuild(kc) {
 			continue // an alternative is not worth a dense strategy over a long column
 		}
-		p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, Candidates: best.Candidates}
-		if err := applies[c.Name](p); err != nil {
-			return nil, nil, nil, err
+		p := &Plan{Workload: best.Workload, Options: cs.opt, Grid: 1, Name: c.Name, Candidates: best.Candidates}
+		if err := cs.applies[c.Name](p); err != nil {
+			return nil, err
 		}
 		p.MaxVariance = maxVariance(p)
 		alts = append(alts, p)
 	}
-	if opt.Objective == ObjectiveMaxVariance {
-		// The weighted total is a proxy for the largest variance: among the
-		// finalists, the one with the least largest variance wins.
-		var winner *Plan
-		var proxy [][]float64 // the weighted optimum's variances steer chooseMinMax
-		for i := range best.Candidates[:min(len(best.Candidates), maxVarianceFinalists)] {
-			c := &best.Candidates[i]
-			// Compared by their error forms alone: a finalist's matrices
-			// (a hierarchical strategy over a year of hours is dense
-			// 8,760 × 8,760) are built only if it wins.
-			p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, light: true}
-			if err := applies[c.Name](p); err != nil {
-				return nil, nil, nil, err
-			}
-			per := aggregateMaxVariances(p)
-			if i == 0 {
-				proxy = per
-			}
-			for _, r := range per {
-				for _, v := range r {
-					p.MaxVariance = math.Max(p.MaxVariance, v)
-				}
-			}
-			c.MaxVariance = p.MaxVariance
-			if winner == nil || p.MaxVariance < winner.MaxVariance {
-				winner = p
+	return alts, nil
+}
+
+// leastMaxVariance is the plan for ObjectiveMaxVariance. The weighted
+// total is a proxy for the largest variance: among the finalists, the one
+// with the least largest variance wins. It also returns the per-aggregate
+// largest variances of the weighted optimum, which steer chooseMinMax.
+func (cs *candidateSet) leastMaxVariance() (*Plan, [][]float64, error) {
+	best := cs.best
+	w, opt := best.Workload, cs.opt
+	var winner *Plan
+	var proxy [][]float64 // the weighted optimum's variances steer chooseMinMax
+	for i := range best.Candidates[:min(len(best.Candidates), maxVarianceFinalists)] {
+		c := &best.Candidates[i]
+		// Compared by their error forms alone: a finalist's matrices
+		// (a hierarchical strategy over a year of hours is dense
+		// 8,760 × 8,760) are built only if it wins.
+		p := &Plan{Workload: w, Options: opt, Grid: 1, Name: c.Name, light: true}
+		if err := cs.applies[c.Name](p); err != nil {
+			return nil, nil, err
+		}
+		per := aggregateMaxVariances(p)
+		if i == 0 {
+			proxy = per
+		}
+		for _, r := range per {
+			for _, v := range r {
+				p.MaxVariance = math.Max(p.MaxVariance, v)
 			}
 		}
-		full := &Plan{Workload: w, Options: opt, Grid: 1, Name: winner.Name}
-		if err := applies[winner.Name](full); err != nil {
-			return nil, nil, nil, err
+		c.MaxVariance = p.MaxVariance
+		if winner == nil || p.MaxVariance < winner.MaxVariance {
+			winner = p
 		}
-		full.MaxVariance, full.Candidates = winner.MaxVariance, best.Candidates
-		return full, proxy, alts, nil
 	}
-	if err := finish(best); err != nil {
-		return nil, nil, nil, err
+	full := &Plan{Workload: w, Options: opt, Grid: 1, Name: winner.Name}
+	if err := cs.applies[winner.Name](full); err != nil {
+		return nil, nil, err
+	}
+	full.MaxVariance, full.Candidates = winner.MaxVariance, best.Candidates
+	return full, proxy, nil
+}
+
+// finished is the plan of the least weighted objective, built, with its
+// largest variance.
+func (cs *candidateSet) finished() (*Plan, error) {
+	best := cs.best
+	if err := cs.finish(best); err != nil {
+		return nil, err
 	}
 	best.MaxVariance = maxVariance(best)
 	for i := range best.Candidates {
@@ -409,7 +492,7 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 			best.Candidates[i].MaxVariance = best.MaxVariance
 		}
 	}
-	return best, nil, alts, nil
+	return best, nil
 }
 
 // cheapBuildCells bounds the columns on which an alternative plan (see

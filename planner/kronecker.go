@@ -135,6 +135,34 @@ func (s *space) kronErrors(c []int, fam catalog.NoiseFamily) (sens, unit, weight
 	return sens, unit, weighted
 }
 
+// kronApply returns the function that sets a plan to the Kronecker
+// product c: its error forms and, unless the plan is light, its factors'
+// matrices.
+func (s *space) kronApply(c []int) func(p *Plan) error {
+	return func(p *Plan) error {
+		p.Kind = Kronecker
+		p.diags = make([][]float64, len(c))
+		p.forms = s.pairForms(c)
+		for j, o := range c {
+			p.diags[j] = s.cols[j].options[o].diag
+		}
+		if p.light {
+			return nil // the error forms only: no matrices
+		}
+		p.Factors = make([]*ColumnStrategy, len(c))
+		for j, o := range c {
+			opt := s.cols[j].options[o]
+			cs, err := opt.strategy()
+			if err != nil {
+				return err
+			}
+			p.Factors[j] = cs
+			p.Grid *= cs.Grid
+		}
+		return nil
+	}
+}
+
 // effectiveGram is column j's Gram matrix with the other columns' choices
 // in c fixed: kronError is linear in column j's form G_j = (A_jᵀA_j)⁻¹,
 //
