@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
 )
 
 // Planner chooses strategies and remembers what it optimised. It caches
@@ -296,4 +297,51 @@ func (pl *Planner) storePlan(key string, p *Plan) {
 	cp := *p
 	pl.plans[key] = &cp
 	pl.charge("p"+key, planBytes(p))
+}
+
+// fingerprint identifies a workload's structure and the options: equal
+// fingerprints get equal plans.
+func fingerprint(w *compile.Workload, opt Options) string {
+	var rows [][]float64
+	sizes := make([]float64, 0, len(w.Columns))
+	for _, s := range w.Sizes() {
+		sizes = append(sizes, float64(s))
+	}
+	rows = append(rows, sizes, []float64{opt.Epsilon, opt.Rho})
+	for _, q := range w.Queries {
+		g := []float64{-1}
+		for _, j := range q.GroupCols {
+			g = append(g, float64(j))
+		}
+		rows = append(rows, g)
+		for _, agg := range q.Aggregates {
+			rows = append(rows, []float64{-2, float64(len(agg))})
+			for _, t := range agg {
+				rows = append(rows, []float64{-3, t.Coef})
+				for _, f := range t.Factors {
+					if f == nil {
+						rows = append(rows, nil)
+					} else {
+						rows = append(rows, f)
+					}
+				}
+			}
+		}
+	}
+	// The objective, the cell limit and the answers' items (which weight
+	// the objective) change the plan.
+	rows = append(rows, []float64{-4, float64(opt.Objective), opt.maxCells()})
+	for _, q := range w.Queries {
+		rows = append(rows, []float64{-6, float64(len(q.ExprGroups))})
+		for _, it := range q.Items {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio || it.Kind == compile.ItemVariance {
+				rows = append(rows, []float64{-5, float64(it.Kind), float64(it.Agg), float64(it.Den), float64(it.Sq), it.Lo, it.Hi})
+			}
+		}
+	}
+	names := string(opt.Noise)
+	for _, c := range w.Columns {
+		names += "|" + c.Name
+	}
+	return names + "|" + hashFloats(len(rows), rows, nil, nil)
 }

@@ -261,24 +261,7 @@ func (s *space) marginalCandidates(ctx context.Context, opt Options, maxCells fl
 	resVars, res := f.residualOptimum(ms.wcoef, gauss)
 	build("residuals", resVars, res, true)
 	if !gauss {
-		var vars []blockVar
-		for t := range f.sets {
-			vars = append(vars, f.marginalVar(t))
-		}
-		nm := len(vars)
-		vars = append(vars, resVars...)
-		starts := make([][]float64, 4)
-		for i := range starts {
-			starts[i] = make([]float64, len(vars))
-		}
-		for _, t := range ms.supports {
-			starts[0][t] = 1
-			starts[2][t] = 1
-		}
-		copy(starts[1][nm:], res)
-		for t := range f.sets {
-			starts[2][t] += 0.05
-		}
+		vars, starts := f.mixedStarts(ms.supports, resVars, res)
 		// Every query's own support, as if each were measured alone.
 		for q := range s.w.Queries {
 			starts[3][f.index[s.querySupport(q)]] = 1

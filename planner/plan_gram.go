@@ -112,60 +112,9 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 	}
 	cols := make([][]colEval, len(grams))
 	for j, g := range grams {
-		n := g.N()
-		for _, o := range fixedOptions(n) {
-			if err := stopped(ctx); err != nil {
-				return nil, err
-			}
-			t0 := time.Now()
-			e := traceWith(g, o)
-			cols[j] = append(cols[j], colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
-		}
-		t0 := time.Now()
-		if err := stopped(ctx); err != nil {
+		if cols[j], err = pl.evalColumn(ctx, g, opt.Noise); err != nil {
 			return nil, err
 		}
-		o, info, err := pl.optimised(ctx, g, opt.Noise, columnWork(n))
-		if err != nil {
-			return nil, err
-		}
-		if o != nil {
-			ce := colEval{opt: o, err: traceWith(g, o), seconds: time.Since(t0).Seconds()}
-			if info.cert != nil {
-				ce.gap = info.cert.Gap
-			}
-			if info.seconds == 0 {
-				ce.seconds = time.Since(t0).Seconds()
-			}
-			cols[j] = append(cols[j], ce)
-		}
-	}
-	add := func(choice []colEval) {
-		sens, unit, secs, gap := 1.0, 1.0, 0.0, 0.0
-		names := make([]string, len(choice))
-		for j, c := range choice {
-			sens *= c.opt.sens(gauss)
-			unit *= c.err
-			secs += c.seconds
-			names[j] = c.opt.name
-			if c.gap > 0 {
-				gap = (1+gap)*(1+c.gap) - 1
-			}
-		}
-		name := names[0]
-		if len(names) > 1 {
-			name = "kron(" + strings.Join(names, " ⊗ ") + ")"
-		}
-		for _, c := range plan.Candidates {
-			if c.Name == name {
-				return
-			}
-		}
-		_, _, v := calibrate(opt, sens)
-		plan.Candidates = append(plan.Candidates, Candidate{
-			Name: name, Sensitivity: sens, TotalSquaredError: v * unit,
-			Unit: sens * sens * unit, Seconds: secs, Gap: gap,
-		})
 	}
 	// Uniform families.
 	for _, o := range cols[0] {
@@ -180,7 +129,7 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 			choice[j] = cols[j][k]
 		}
 		if ok {
-			add(choice)
+			plan.addProduct(choice)
 		}
 	}
 	// Per-column best (the product's error factors, so this is optimal
@@ -195,7 +144,7 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 			}
 		}
 	}
-	add(best)
+	plan.addProduct(best)
 	slices.SortStableFunc(plan.Candidates, func(a, b Candidate) int {
 		return cmp.Compare(a.TotalSquaredError, b.TotalSquaredError)
 	})
@@ -221,6 +170,73 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 	}
 	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil
+}
+
+// evalColumn evaluates the integer families and the optimised strategy
+// (within columnWork(n)) on one column's Gram.
+func (pl *Planner) evalColumn(ctx context.Context, g Gram, fam catalog.NoiseFamily) ([]colEval, error) {
+	var out []colEval
+	n := g.N()
+	for _, o := range fixedOptions(n) {
+		if err := stopped(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		e := traceWith(g, o)
+		out = append(out, colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
+	}
+	t0 := time.Now()
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
+	o, info, err := pl.optimised(ctx, g, fam, columnWork(n))
+	if err != nil {
+		return nil, err
+	}
+	if o != nil {
+		ce := colEval{opt: o, err: traceWith(g, o), seconds: time.Since(t0).Seconds()}
+		if info.cert != nil {
+			ce.gap = info.cert.Gap
+		}
+		if info.seconds == 0 {
+			ce.seconds = time.Since(t0).Seconds()
+		}
+		out = append(out, ce)
+	}
+	return out, nil
+}
+
+// addProduct adds the Kronecker product of one option per column as a
+// candidate, unless a candidate of its name is in already. Its error is
+// the product of the columns' errors.
+func (p *GramPlan) addProduct(choice []colEval) {
+	opt := p.Options
+	gauss := opt.Noise == catalog.Gaussian
+	sens, unit, secs, gap := 1.0, 1.0, 0.0, 0.0
+	names := make([]string, len(choice))
+	for j, c := range choice {
+		sens *= c.opt.sens(gauss)
+		unit *= c.err
+		secs += c.seconds
+		names[j] = c.opt.name
+		if c.gap > 0 {
+			gap = (1+gap)*(1+c.gap) - 1
+		}
+	}
+	name := names[0]
+	if len(names) > 1 {
+		name = "kron(" + strings.Join(names, " ⊗ ") + ")"
+	}
+	for _, c := range p.Candidates {
+		if c.Name == name {
+			return
+		}
+	}
+	_, _, v := calibrate(opt, sens)
+	p.Candidates = append(p.Candidates, Candidate{
+		Name: name, Sensitivity: sens, TotalSquaredError: v * unit,
+		Unit: sens * sens * unit, Seconds: secs, Gap: gap,
+	})
 }
 
 // matchesFactor reports whether the j-th factor of "kron(a ⊗ b ⊗ ...)" is name.

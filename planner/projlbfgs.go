@@ -5,6 +5,17 @@ import (
 	"math"
 )
 
+// projOpts are projLBFGS's settings.
+type projOpts struct {
+	maxIter  int
+	memory   int
+	relTol   float64 // stop when the relative decrease over `patience` iterations is below this
+	patience int
+	upper    float64 // upper bound on every variable (0: none)
+	evalCost float64 // estimated work of one evaluation of fg
+	work     *meter  // charged for every evaluation and step; nil: no limit
+}
+
 // projLBFGS minimises f over the box [0, upper]ⁿ with a projected
 // limited-memory BFGS method: variables at the bound whose gradient pushes
 // outward are frozen for the step, the two-loop recursion gives a
@@ -18,16 +29,12 @@ import (
 // spent (each evaluation costs o.evalCost, each step its own O(memory·n)),
 // so where it stops depends on the problem alone. A cancelled ctx stops it
 // with an error (the caller must not use x then).
-type projOpts struct {
-	maxIter  int
-	memory   int
-	relTol   float64 // stop when the relative decrease over `patience` iterations is below this
-	patience int
-	upper    float64 // upper bound on every variable (0: none)
-	evalCost float64 // estimated work of one evaluation of fg
-	work     *meter  // charged for every evaluation and step; nil: no limit
-}
-
+//
+// It is one function of some 195 lines on purpose: one iteration's state
+// (x, its gradient and value, the free set, the memory pairs) flows through
+// the direction (the two-loop recursion), the projected line search and
+// the memory update, in the textbook's order; split, each part would take
+// and return most of that state.
 func projLBFGS(ctx context.Context, fg func(x, grad []float64) float64, x []float64, o projOpts) (float64, int, error) {
 	n := len(x)
 	if o.memory == 0 {

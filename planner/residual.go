@@ -288,6 +288,33 @@ func (f *subsetFamily) optimiseWeights(ctx context.Context, coef []float64, vars
 	return normalised(best, l2), nil
 }
 
+// mixedStarts are the variables of the Laplace mix of marginal blocks (on
+// every set of f) and residual blocks (resVars), and four starts for
+// optimiseWeights: the workload's marginals (on the sets ws), the
+// closed-form residuals res, the marginals with a little on every set, and
+// a fourth left zero for the caller.
+func (f *subsetFamily) mixedStarts(ws []int, resVars []blockVar, res []float64) ([]blockVar, [][]float64) {
+	var vars []blockVar
+	for s := range f.sets {
+		vars = append(vars, f.marginalVar(s))
+	}
+	nm := len(vars)
+	vars = append(vars, resVars...)
+	starts := make([][]float64, 4)
+	for i := range starts {
+		starts[i] = make([]float64, len(vars))
+	}
+	for _, s := range ws {
+		starts[0][s] = 1
+		starts[2][s] = 1
+	}
+	copy(starts[1][nm:], res)
+	for s := range f.sets {
+		starts[2][s] += 0.05
+	}
+	return vars, starts
+}
+
 // marginalVariances is, for each set S of a marginal workload, the
 // variance of one cell of M_S·x̂ given λ̃: Σ_{T⊆S} (r_T/π_S²)/λ̃_T (the cell
 // row w = e_c ⊗ 1 has w·E_T·wᵀ/N = r_T/π_S² for every cell c).
