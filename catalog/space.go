@@ -60,7 +60,7 @@ func (c *Catalog) SpaceOf() map[string]string {
 // datasets differ by one row, not one unit. And a table's name can only be
 // the name of its own space: a unit table naming another table as its
 // space would join that table's space by a name that says otherwise.
-func (p *parser) checkSpaces(tables []*Table) {
+func (p *yamlReader) checkSpaces(tables []*Table) {
 	first := map[string]*Table{}
 	byName := map[string]*Table{}
 	for _, t := range tables {
