@@ -60,67 +60,8 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 		}
 		return partCols[strings.ToLower(col.Name.String())] && (c.columns == nil || !c.columns(strings.ToLower(prot[0].Name.String()), strings.ToLower(col.Name.String())))
 	}
-	// The ON condition: equalities of an outer key and a subquery column.
-	type keyPair struct {
-		item    int    // the outer select item that is the key
-		partCol string // the subquery's column
-		op      string // = or <=> (Tableau's null-safe join)
-	}
-	var pairs []keyPair
-	var terms []sqlparser.Expr
-	var split func(e sqlparser.Expr)
-	split = func(e sqlparser.Expr) {
-		if a, ok := unparen(e).(*sqlparser.AndExpr); ok {
-			split(a.Left)
-			split(a.Right)
-			return
-		}
-		terms = append(terms, unparen(e))
-	}
-	split(j.Condition.On)
-	for _, term := range terms {
-		cmp, ok := term.(*sqlparser.ComparisonExpr)
-		if !ok || (cmp.Operator != sqlparser.EqualStr && cmp.Operator != sqlparser.NullSafeEqualStr) {
-			return nil, refuse
-		}
-		l, r := unparen(cmp.Left), unparen(cmp.Right)
-		pc, isPart := r.(*sqlparser.ColName)
-		if !isPart || !isPartCol(pc) {
-			l, r = r, l
-			if pc, isPart = r.(*sqlparser.ColName); !isPart || !isPartCol(pc) {
-				return nil, refuse
-			}
-		}
-		item := c.keyItem(sel, l)
-		if item < 0 {
-			return nil, refuse
-		}
-		pairs = append(pairs, keyPair{item: item, partCol: pc.Name.String(), op: cmp.Operator})
-	}
-	// The subquery's columns are read nowhere else.
-	reads := false
-	check := func(n sqlparser.SQLNode) {
-		if n == nil {
-			return
-		}
-		_ = sqlparser.Walk(func(x sqlparser.SQLNode) (bool, error) {
-			if col, ok := x.(*sqlparser.ColName); ok && isPartCol(col) {
-				reads = true
-			}
-			_, sub := x.(*sqlparser.Subquery)
-			return !sub, nil
-		}, n)
-	}
-	check(sel.SelectExprs)
-	if sel.Where != nil {
-		check(sel.Where)
-	}
-	check(sel.GroupBy)
-	if sel.Having != nil {
-		check(sel.Having)
-	}
-	check(sel.OrderBy)
-	if reads {
+	pairs, ok := c.joinPairs(sel, j.Condition.On, isPartCol)
+	if !ok || readsColumns(sel, isPartCol) {
 		return nil, refuse
 	}
 	// The outer query without the join, ORDER BY and LIMIT: a part.
@@ -148,26 +89,11 @@ func (c *classifier) filterJoin(sel *sqlparser.Select, ps *parts) (sqlparser.Sel
 	}
 	table := ps.add(Statement{Kind: kind, Text: sqlparser.String(&outer), Query: q})
 	// Post-processing: the groups whose keys the subquery released.
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "dp_groups.%s", quoteName(n))
-	}
-	fmt.Fprintf(&b, " FROM %s AS dp_groups JOIN %s AS %s ON ", table, pa.Expr.(sqlparser.TableName).Name.String(), quoteName(partAlias))
-	for i, p := range pairs {
-		if i > 0 {
-			b.WriteString(" AND ")
-		}
-		fmt.Fprintf(&b, "dp_groups.%s %s %s.%s", quoteName(names[p.item]), p.op, quoteName(partAlias), quoteName(p.partCol))
-	}
-	b.WriteString(order)
+	var limit string
 	if sel.Limit != nil {
-		b.WriteString(sqlparser.String(sel.Limit))
+		limit = sqlparser.String(sel.Limit)
 	}
-	out, err := sqlparser.Parse(b.String())
+	out, err := sqlparser.Parse(filterSQL(table, pa.Expr.(sqlparser.TableName).Name.String(), partAlias, names, pairs, order, limit))
 	if err != nil {
 		return nil, Errorf(CodeNotSupported, "this series-limit query could not be rewritten: %v", err)
 	}
@@ -251,4 +177,96 @@ func (c *classifier) outputOrder(sel *sqlparser.Select, names []string) (string,
 // quoteName backquotes an identifier for MySQL.
 func quoteName(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// keyPair is one equality of a filter join's ON condition.
+type keyPair struct {
+	item    int    // the outer select item that is the key
+	partCol string // the subquery's column
+	op      string // = or <=> (Tableau's null-safe join)
+}
+
+// joinPairs reads a filter join's ON condition: a conjunction of
+// equalities, each between an outer GROUP BY key (a select item) and a
+// column of the subquery. ok is false for anything else.
+func (c *classifier) joinPairs(sel *sqlparser.Select, on sqlparser.Expr, isPartCol func(*sqlparser.ColName) bool) (pairs []keyPair, ok bool) {
+	var terms []sqlparser.Expr
+	var split func(e sqlparser.Expr)
+	split = func(e sqlparser.Expr) {
+		if a, ok := unparen(e).(*sqlparser.AndExpr); ok {
+			split(a.Left)
+			split(a.Right)
+			return
+		}
+		terms = append(terms, unparen(e))
+	}
+	split(on)
+	for _, term := range terms {
+		cmp, ok := term.(*sqlparser.ComparisonExpr)
+		if !ok || (cmp.Operator != sqlparser.EqualStr && cmp.Operator != sqlparser.NullSafeEqualStr) {
+			return nil, false
+		}
+		l, r := unparen(cmp.Left), unparen(cmp.Right)
+		pc, isPart := r.(*sqlparser.ColName)
+		if !isPart || !isPartCol(pc) {
+			l, r = r, l
+			if pc, isPart = r.(*sqlparser.ColName); !isPart || !isPartCol(pc) {
+				return nil, false
+			}
+		}
+		item := c.keyItem(sel, l)
+		if item < 0 {
+			return nil, false
+		}
+		pairs = append(pairs, keyPair{item: item, partCol: pc.Name.String(), op: cmp.Operator})
+	}
+	return pairs, true
+}
+
+// readsColumns reports whether any clause of sel but its FROM reads a
+// column col picks (a filter join's subquery columns may appear only in ON).
+func readsColumns(sel *sqlparser.Select, col func(*sqlparser.ColName) bool) bool {
+	reads := false
+	check := func(n sqlparser.SQLNode) {
+		_ = sqlparser.Walk(func(x sqlparser.SQLNode) (bool, error) {
+			if c, ok := x.(*sqlparser.ColName); ok && col(c) {
+				reads = true
+			}
+			_, sub := x.(*sqlparser.Subquery)
+			return !sub, nil
+		}, n)
+	}
+	check(sel.SelectExprs)
+	if sel.Where != nil {
+		check(sel.Where)
+	}
+	check(sel.GroupBy)
+	if sel.Having != nil {
+		check(sel.Having)
+	}
+	check(sel.OrderBy)
+	return reads
+}
+
+// filterSQL is a filter join's post-processing: the outer query's groups
+// (table, output columns names) whose keys the subquery's part released.
+func filterSQL(table, part, partAlias string, names []string, pairs []keyPair, order, limit string) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "dp_groups.%s", quoteName(n))
+	}
+	fmt.Fprintf(&b, " FROM %s AS dp_groups JOIN %s AS %s ON ", table, part, quoteName(partAlias))
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		fmt.Fprintf(&b, "dp_groups.%s %s %s.%s", quoteName(names[p.item]), p.op, quoteName(partAlias), quoteName(p.partCol))
+	}
+	b.WriteString(order)
+	b.WriteString(limit)
+	return b.String()
 }
