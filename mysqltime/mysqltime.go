@@ -293,7 +293,8 @@ func TimestampDiff(unit string, a, b time.Time) int64 {
 // StrToDate is MySQL's STR_TO_DATE for the formats BI tools write: %Y %y
 // %m %c %d %e %H %k %h %I %l %i %s %S %f %p %M %b %W %a %j %T, and %X%V
 // or %x%v with a weekday (%W %a %w). The result is a DATE when the format
-// reads no time of day, else a DATETIME; NULL when s does not match.
+// reads no time of day, else a DATETIME; NULL when s does not match. It is
+// one pass over the format with a case per specifier, as MySQL's is.
 func StrToDate(s, format string) (sec int64, hasTime, ok bool) {
 	y, mo, d, h, mi, se := 0, 0, 0, 0, 0, 0
 	wy, wk, wd := -1, -1, -1
