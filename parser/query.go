@@ -132,6 +132,10 @@ func (c *classifier) selectStatement(s sqlparser.SelectStatement) (StatementKind
 	return kind, q, nil
 }
 
+// build judges the query block in MySQL's order and builds its Query:
+// the select list, WHERE and LIMIT first (an empty block is answered from
+// them alone), then GROUP BY, HAVING and ORDER BY, and then the block is an
+// aggregate query (aggregateQuery) or a domain list (domainListQuery).
 func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	sel := b.sel
 	q := &Query{
@@ -158,29 +162,8 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	if isBadField(whereErr) {
 		return 0, nil, whereErr
 	}
-	empty := zero || (whereErr == nil && where == Const{Value: false})
-
-	if empty {
-		for _, it := range b.items {
-			si := it.SelectItem
-			if it.err != nil || it.kind == itemOther || it.kind == itemConst || it.kind == itemKey {
-				si = SelectItem{Alias: it.Alias}
-			}
-			q.Select = append(q.Select, si)
-		}
-		if whereErr == nil {
-			q.Where = where
-		}
-		if g, ge, err := b.groupBy(); err == nil {
-			q.GroupBy, q.GroupExprs = g, ge
-		}
-		if h, _, err := b.having(); err == nil {
-			q.Having = h
-		}
-		if o, err := b.orderBy(); err == nil {
-			q.OrderBy = o
-		}
-		return KindEmpty, q, nil
+	if zero || (whereErr == nil && where == Const{Value: false}) {
+		return KindEmpty, b.emptyQuery(q, where, whereErr), nil
 	}
 
 	q.Where = where
@@ -236,57 +219,96 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 	for _, it := range b.items {
 		q.Select = append(q.Select, it.SelectItem)
 	}
-	inGroup := func(col string) bool {
-		for _, g := range q.GroupBy {
-			if g == col {
-				return true
-			}
-		}
-		return false
-	}
-
 	if hasAgg {
-		for _, it := range b.items {
-			switch it.kind {
-			case itemOther:
-				return 0, nil, Errorf(CodeNotSupported, "%s is not supported in the select list: %s", it.text, selectHelp)
-			case itemColumn:
-				if !inGroup(it.Column) {
-					return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values; write SELECT %s, COUNT(*) FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
-				}
-			case itemKey:
-				if col, ok := b.keyDependent(it.Key, q); !ok {
-					return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns aggregates per group, never row values; add it to GROUP BY (GROUP BY %s) or aggregate it (SUM(%s))", it.text, col, it.text, it.text)
-				}
-			}
-		}
-		if err := b.checkKeyConditions(q.Having, q); err != nil {
-			return 0, nil, err
-		}
-		for _, o := range q.OrderBy {
-			if o.Key != nil {
-				if col, ok := b.keyDependent(o.Key, q); !ok {
-					return 0, nil, Errorf(CodeDPRefused, "ORDER BY %s: column '%s' is not grouped; order by GROUP BY keys, aliases, positions or aggregates", sqlparser.String(b.sel.OrderBy[0].Expr), col)
-				}
-			}
-		}
-		return KindAggregate, q, nil
+		return KindAggregate, q, b.aggregateQuery(q)
 	}
+	return KindDomainList, q, b.domainListQuery(q)
+}
 
-	// No aggregate anywhere: a domain list, or row access.
-	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 && !sel.QueryOpts.Distinct {
-		return 0, nil, Errorf(CodeDPRefused, "%s", rowsRefusal)
+// emptyQuery is the Query of a block that returns no row by construction
+// (LIMIT 0, WHERE FALSE): nothing is released, so its select list is taken
+// leniently and its clauses are kept where they parse.
+func (b *selectBuilder) emptyQuery(q *Query, where Pred, whereErr error) *Query {
+	for _, it := range b.items {
+		si := it.SelectItem
+		if it.err != nil || it.kind == itemOther || it.kind == itemConst || it.kind == itemKey {
+			si = SelectItem{Alias: it.Alias}
+		}
+		q.Select = append(q.Select, si)
+	}
+	if whereErr == nil {
+		q.Where = where
+	}
+	if g, ge, err := b.groupBy(); err == nil {
+		q.GroupBy, q.GroupExprs = g, ge
+	}
+	if h, _, err := b.having(); err == nil {
+		q.Having = h
+	}
+	if o, err := b.orderBy(); err == nil {
+		q.OrderBy = o
+	}
+	return q
+}
+
+// inGroup reports whether col is a plain GROUP BY column of q.
+func (q *Query) inGroup(col string) bool {
+	for _, g := range q.GroupBy {
+		if g == col {
+			return true
+		}
+	}
+	return false
+}
+
+// aggregateQuery checks an aggregate query: every plain column and key
+// expression it selects, orders by or filters in HAVING is a function of
+// the GROUP BY keys.
+func (b *selectBuilder) aggregateQuery(q *Query) error {
+	for _, it := range b.items {
+		switch it.kind {
+		case itemOther:
+			return Errorf(CodeNotSupported, "%s is not supported in the select list: %s", it.text, selectHelp)
+		case itemColumn:
+			if !q.inGroup(it.Column) {
+				return Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns aggregates per group, never row values; write SELECT %s, COUNT(*) FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
+			}
+		case itemKey:
+			if col, ok := b.keyDependent(it.Key, q); !ok {
+				return Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns aggregates per group, never row values; add it to GROUP BY (GROUP BY %s) or aggregate it (SUM(%s))", it.text, col, it.text, it.text)
+			}
+		}
+	}
+	if err := b.checkKeyConditions(q.Having, q); err != nil {
+		return err
+	}
+	for _, o := range q.OrderBy {
+		if o.Key != nil {
+			if col, ok := b.keyDependent(o.Key, q); !ok {
+				return Errorf(CodeDPRefused, "ORDER BY %s: column '%s' is not grouped; order by GROUP BY keys, aliases, positions or aggregates", sqlparser.String(b.sel.OrderBy[0].Expr), col)
+			}
+		}
+	}
+	return nil
+}
+
+// domainListQuery checks a block without any aggregate: a domain list
+// (GROUP BY or DISTINCT over exactly the selected keys, answered from the
+// declared domain), or row access, refused.
+func (b *selectBuilder) domainListQuery(q *Query) error {
+	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 && !b.sel.QueryOpts.Distinct {
+		return Errorf(CodeDPRefused, "%s", rowsRefusal)
 	}
 	for _, it := range b.items {
 		if it.kind == itemOther || it.kind == itemConst {
-			return 0, nil, Errorf(CodeNotSupported, "%s is not supported here: a domain list selects its GROUP BY keys only (SELECT c FROM %s GROUP BY c); to count, write SELECT c, COUNT(*) FROM %s GROUP BY c", it.text, q.Table, q.Table)
+			return Errorf(CodeNotSupported, "%s is not supported here: a domain list selects its GROUP BY keys only (SELECT c FROM %s GROUP BY c); to count, write SELECT c, COUNT(*) FROM %s GROUP BY c", it.text, q.Table, q.Table)
 		}
 	}
 	if len(q.GroupBy) == 0 && len(q.GroupExprs) == 0 {
 		for _, it := range b.items {
 			if it.kind == itemKey {
 				q.GroupExprs = append(q.GroupExprs, GroupExpr{Pos: len(q.GroupBy) + len(q.GroupExprs), Expr: it.Key})
-			} else if !inGroup(it.Column) {
+			} else if !q.inGroup(it.Column) {
 				q.GroupBy = append(q.GroupBy, it.Column)
 			}
 		}
@@ -300,12 +322,12 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 		return false
 	}
 	for _, it := range b.items {
-		if it.kind == itemColumn && !inGroup(it.Column) {
-			return 0, nil, Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns the declared values of grouped columns, never row values; write SELECT %s FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
+		if it.kind == itemColumn && !q.inGroup(it.Column) {
+			return Errorf(CodeDPRefused, "column '%s' must appear in GROUP BY: dpproxy returns the declared values of grouped columns, never row values; write SELECT %s FROM %s GROUP BY %s", it.Column, it.Column, q.Table, it.Column)
 		}
 		if it.kind == itemKey {
 			if col, ok := b.keyDependent(it.Key, q); !ok {
-				return 0, nil, Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns the declared domain of its GROUP BY keys, never row values", it.text, col)
+				return Errorf(CodeDPRefused, "%s is not a GROUP BY key (column '%s' is not grouped): dpproxy returns the declared domain of its GROUP BY keys, never row values", it.text, col)
 			}
 		}
 	}
@@ -315,27 +337,27 @@ func (b *selectBuilder) build() (StatementKind, *Query, error) {
 			found = found || (it.kind == itemColumn && it.Column == g)
 		}
 		if !found {
-			return 0, nil, Errorf(CodeNotSupported, "a domain list selects its GROUP BY columns: add %s to the select list, or count rows with SELECT %s, COUNT(*) FROM %s GROUP BY %s", g, g, q.Table, g)
+			return Errorf(CodeNotSupported, "a domain list selects its GROUP BY columns: add %s to the select list, or count rows with SELECT %s, COUNT(*) FROM %s GROUP BY %s", g, g, q.Table, g)
 		}
 	}
 	for _, g := range q.GroupExprs {
 		if !selectedKey(g.Expr) {
-			return 0, nil, Errorf(CodeNotSupported, "a domain list selects its GROUP BY keys: add the GROUP BY expression to the select list, or count rows with SELECT ..., COUNT(*) FROM %s GROUP BY ...", q.Table)
+			return Errorf(CodeNotSupported, "a domain list selects its GROUP BY keys: add the GROUP BY expression to the select list, or count rows with SELECT ..., COUNT(*) FROM %s GROUP BY ...", q.Table)
 		}
 	}
 	if c, ok := q.Where.(Const); q.Where != nil && !(ok && c.Value) {
-		return 0, nil, Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain, which does not depend on the data, and takes no WHERE; to see which values occur, count them: SELECT c, COUNT(*) FROM %s WHERE ... GROUP BY c", q.Table, q.Table)
+		return Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain, which does not depend on the data, and takes no WHERE; to see which values occur, count them: SELECT c, COUNT(*) FROM %s WHERE ... GROUP BY c", q.Table, q.Table)
 	}
 	q.Where = nil
 	if q.Having != nil {
-		return 0, nil, Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain and takes no HAVING; filter on counts with SELECT c, COUNT(*) FROM %s GROUP BY c HAVING COUNT(*) > n", q.Table, q.Table)
+		return Errorf(CodeDPRefused, "a domain list (SELECT c FROM %s GROUP BY c) returns the declared domain and takes no HAVING; filter on counts with SELECT c, COUNT(*) FROM %s GROUP BY c HAVING COUNT(*) > n", q.Table, q.Table)
 	}
 	for _, o := range q.OrderBy {
 		if o.SelectIndex < 0 {
-			return 0, nil, Errorf(CodeNotSupported, "ORDER BY %s: a domain list is ordered by its selected columns (ORDER BY c ASC|DESC), or by COUNT(*) for the top values", o.Column)
+			return Errorf(CodeNotSupported, "ORDER BY %s: a domain list is ordered by its selected columns (ORDER BY c ASC|DESC), or by COUNT(*) for the top values", o.Column)
 		}
 	}
-	return KindDomainList, q, nil
+	return nil
 }
 
 // item parses one select expression.
