@@ -134,12 +134,8 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			}
 		})
 		if d.free != nil {
-			for _, l := range e.limits(s.User, t) {
-				spent, err := e.ledger.SpentSpace(ctx, l.User, l.Space)
-				if err != nil {
-					return nil, e.internal("ledger read", err)
-				}
-				add("budget "+l.Scope, fmt.Sprintf("space %s: limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Space, l.Epsilon, costEpsilon(spent, t), l.Epsilon-costEpsilon(spent, t)))
+			if err := e.explainBudget(ctx, s, t, budget.Cost{}, add); err != nil {
+				return nil, err
 			}
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
@@ -149,6 +145,83 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			variance = func(q, a, g int, _ []int) float64 { return d.after.vars[q][a][g] }
 		}
 	}
+	explainPlan(w, t, plan, add)
+	explainErrors(w, variance, add)
+	if err := e.explainBudget(ctx, s, t, cost, add); err != nil {
+		return nil, err
+	}
+	add("charged", "nothing (EXPLAIN)")
+	return res, nil
+}
+
+// explainBudget adds the budgets the batch would charge, with what they
+// have spent and what would remain after cost.
+func (e *Engine) explainBudget(ctx context.Context, s *Session, t *catalog.Table, cost budget.Cost, add func(k, v string)) error {
+	for _, l := range e.limits(s.User, t) {
+		spent, err := e.ledger.SpentSpace(ctx, l.User, l.Space)
+		if err != nil {
+			return e.internal("ledger read", err)
+		}
+		used := costEpsilon(spent, t)
+		after := costEpsilon(spent.Add(cost), t)
+		add("budget "+l.Scope, fmt.Sprintf("space %s: limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Space, l.Epsilon, used, l.Epsilon-after))
+	}
+	return nil
+}
+
+// onSupport is l over only the columns where some term is not all ones,
+// for evaluating its weights cell by cell; ok is false when those columns
+// have more than 2^20 cells together.
+func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
+	var cols []int
+	cells := 1.0
+	for j := range sizes {
+		for _, t := range l {
+			if t.Factors[j] != nil {
+				cols = append(cols, j)
+				cells *= float64(sizes[j])
+				break
+			}
+		}
+	}
+	if cells > 1<<20 {
+		return nil, nil, false
+	}
+	out := make(compile.Linear, len(l))
+	sub := make([]int, len(cols))
+	for k, j := range cols {
+		sub[k] = sizes[j]
+	}
+	for i, t := range l {
+		nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(cols))}
+		for k, j := range cols {
+			nt.Factors[k] = t.Factors[j]
+		}
+		out[i] = nt
+	}
+	return out, sub, true
+}
+
+// explainJoins says, for each query joined to public tables, what each
+// join does to the domain and why it leaves the sensitivity alone.
+func explainJoins(sts []*parser.Statement, add func(k, v string)) {
+	for q, st := range sts {
+		for _, j := range st.Query.Joins {
+			key := compile.ExprSQL(j.Match.Key)
+			what := "cells whose key matches no row are dropped"
+			if j.Left {
+				what = "every cell kept, its columns NULL where the key matches no row"
+			}
+			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s.* are functions of %s (%s); the key is unique on every cell, so a row joins at most once: sensitivity as without the join",
+				j.SQL(key), j.Match.Alias, key, what))
+		}
+	}
+}
+
+// explainPlan adds the chosen strategy: its sensitivity (per unit where
+// the table has one), expected error, histograms, objective, and the
+// candidates considered.
+func explainPlan(w *compile.Workload, t *catalog.Table, plan *planner.Plan, add func(k, v string)) {
 	add("strategy", plan.Name)
 	if t.Unit == nil {
 		add("sensitivity", fmt.Sprintf("%g", plan.Sensitivity))
@@ -193,6 +266,13 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 		add("considered "+c.Name, fmt.Sprintf("total squared error %.6g (sensitivity %g)", c.TotalSquaredError, c.Sensitivity))
 	}
+}
+
+// explainErrors adds each shown aggregate's standard error (a range over
+// its groups; the delta method's parts for ratios and variances; a
+// quantile's rank bound) and its weights on the domain. variance is the
+// expected squared error of aggregate a of query q in group g.
+func explainErrors(w *compile.Workload, variance func(q, a, g int, group []int) float64, add func(k, v string)) {
 	sizes := w.Sizes()
 	for q, qu := range w.Queries {
 		for i, it := range qu.Items[:qu.Visible] {
@@ -285,66 +365,6 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 					}
 				}
 			}
-		}
-	}
-	for _, l := range e.limits(s.User, t) {
-		spent, err := e.ledger.SpentSpace(ctx, l.User, l.Space)
-		if err != nil {
-			return nil, e.internal("ledger read", err)
-		}
-		used := costEpsilon(spent, t)
-		after := costEpsilon(spent.Add(cost), t)
-		add("budget "+l.Scope, fmt.Sprintf("space %s: limit ε=%g, spent ε=%.6g, remaining after this batch ε=%.6g", l.Space, l.Epsilon, used, l.Epsilon-after))
-	}
-	add("charged", "nothing (EXPLAIN)")
-	return res, nil
-}
-
-// onSupport is l over only the columns where some term is not all ones,
-// for evaluating its weights cell by cell; ok is false when those columns
-// have more than 2^20 cells together.
-func onSupport(l compile.Linear, sizes []int) (compile.Linear, []int, bool) {
-	var cols []int
-	cells := 1.0
-	for j := range sizes {
-		for _, t := range l {
-			if t.Factors[j] != nil {
-				cols = append(cols, j)
-				cells *= float64(sizes[j])
-				break
-			}
-		}
-	}
-	if cells > 1<<20 {
-		return nil, nil, false
-	}
-	out := make(compile.Linear, len(l))
-	sub := make([]int, len(cols))
-	for k, j := range cols {
-		sub[k] = sizes[j]
-	}
-	for i, t := range l {
-		nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(cols))}
-		for k, j := range cols {
-			nt.Factors[k] = t.Factors[j]
-		}
-		out[i] = nt
-	}
-	return out, sub, true
-}
-
-// explainJoins says, for each query joined to public tables, what each
-// join does to the domain and why it leaves the sensitivity alone.
-func explainJoins(sts []*parser.Statement, add func(k, v string)) {
-	for q, st := range sts {
-		for _, j := range st.Query.Joins {
-			key := compile.ExprSQL(j.Match.Key)
-			what := "cells whose key matches no row are dropped"
-			if j.Left {
-				what = "every cell kept, its columns NULL where the key matches no row"
-			}
-			add(fmt.Sprintf("join query %d", q+1), fmt.Sprintf("%s: %s.* are functions of %s (%s); the key is unique on every cell, so a row joins at most once: sensitivity as without the join",
-				j.SQL(key), j.Match.Alias, key, what))
 		}
 	}
 }
