@@ -95,8 +95,53 @@ func aggAnswer(q *compile.Query, m *measured, base int, r compile.Row) answer {
 // a million groups never become a million boxed rows; results above
 // smallResult rows stay that way (see table).
 func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *Result {
-	res := &Result{}
-	for _, it := range q.Items[:q.Visible] {
+	as := &assembly{w: w, q: q, m: m, only: only, res: &Result{}}
+	as.columns()
+	as.labelRanks()
+	as.evaluate()
+	as.order()
+	out := as.count
+	if lim := q.Source.Limit; lim != nil && int64(out) > *lim {
+		out = int(*lim)
+	}
+	if out <= smallResult {
+		as.smallRows(out)
+	} else {
+		as.largeTable(out)
+	}
+	return as.res
+}
+
+// assembly is one query's result being assembled, stage by stage: its
+// columns, its label items' labels in MySQL's order, every row's values
+// and HAVING, ORDER BY, then the rows sent (LIMIT) in a small or a large
+// result.
+type assembly struct {
+	w    *compile.Workload
+	q    *compile.Query
+	m    *measured
+	only []int // the query's rows to show (a top-k's selection); nil: all
+	res  *Result
+
+	// labels are each label item's labels and ranks their rank in MySQL's
+	// ORDER BY order; strides step through a plain group's cells.
+	labels  [][]Value
+	ranks   [][]int
+	strides []int
+	// n rows are evaluated; keys holds each numeric item's value per kept
+	// row; kept lists the positions that pass HAVING (nil while all do);
+	// count rows are kept; rows are kept-row numbers in output order (nil
+	// while that is 0..count-1).
+	n     int
+	keys  [][]float64
+	kept  []int32
+	count int
+	rows  []int32
+}
+
+// columns names and types the result's columns.
+func (as *assembly) columns() {
+	for _, it := range as.q.Items[:as.q.Visible] {
 		col := Column{Name: it.Name, Type: TypeFloat64}
 		switch {
 		case it.Kind == compile.ItemGroup:
@@ -113,16 +158,20 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		case (it.IsCount || it.Integral) && it.Bar == parser.BarNone && (it.Kind == compile.ItemAgg || it.Kind == compile.ItemExpr):
 			col.Type = TypeInt64
 		}
-		res.Columns = append(res.Columns, col)
+		as.res.Columns = append(as.res.Columns, col)
 	}
-	// Each label item's labels and their rank in MySQL's ORDER BY order;
-	// index(i, r) is row r's label index for item i.
-	labels := make([][]Value, len(q.Items))
-	ranks := make([][]int, len(q.Items))
-	strides := make([]int, len(q.GroupCols))
+}
+
+// labelRanks lists each label item's labels and their rank in MySQL's
+// ORDER BY order.
+func (as *assembly) labelRanks() {
+	w, q := as.w, as.q
+	as.labels = make([][]Value, len(q.Items))
+	as.ranks = make([][]int, len(q.Items))
+	as.strides = make([]int, len(q.GroupCols))
 	stride := 1
 	for k := len(q.GroupCols) - 1; k >= 0; k-- {
-		strides[k] = stride
+		as.strides[k] = stride
 		stride *= w.Columns[q.GroupCols[k]].Size()
 	}
 	for i, it := range q.Items {
@@ -150,54 +199,76 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		if ls == nil {
 			continue
 		}
-		labels[i] = ls
+		as.labels[i] = ls
 		order := make([]int, len(ls))
 		for k := range order {
 			order[k] = k
 		}
 		sort.SliceStable(order, func(a, b int) bool { return compareLabels(ls[order[a]].Any(), ls[order[b]].Any()) < 0 })
-		ranks[i] = make([]int, len(ls))
+		as.ranks[i] = make([]int, len(ls))
 		for rank, k := range order {
-			ranks[i][k] = rank
+			as.ranks[i][k] = rank
 		}
 	}
-	index := func(i, r int) int {
-		it := q.Items[i]
-		switch {
-		case it.Kind == compile.ItemConst:
-			return 0
-		case it.Plain >= 0:
-			return (int(q.RowAt(r).Plain) / strides[it.Plain]) % len(labels[i])
-		case it.ExprKey >= 0:
-			return int(q.RowAt(r).Expr)
-		}
-		return r
-	}
+}
 
-	n := len(only)
-	if only == nil {
-		n = q.RowCount(w)
+// index is row r's label index for label item i.
+func (as *assembly) index(i, r int) int {
+	it := as.q.Items[i]
+	switch {
+	case it.Kind == compile.ItemConst:
+		return 0
+	case it.Plain >= 0:
+		return (int(as.q.RowAt(r).Plain) / as.strides[it.Plain]) % len(as.labels[i])
+	case it.ExprKey >= 0:
+		return int(as.q.RowAt(r).Expr)
 	}
-	rowOf := func(p int) int { // the query's row at position p
-		if only == nil {
-			return p
-		}
-		return only[p]
+	return r
+}
+
+// rowOf is the query's row at position p.
+func (as *assembly) rowOf(p int) int {
+	if as.only == nil {
+		return p
 	}
-	keys := make([][]float64, len(q.Items)) // per numeric item, per kept row
+	return as.only[p]
+}
+
+// at is the position of kept row k.
+func (as *assembly) at(k int32) int {
+	if as.kept == nil {
+		return int(k)
+	}
+	return int(as.kept[k])
+}
+
+// row is the kept row shown j-th.
+func (as *assembly) row(j int) int32 {
+	if as.rows == nil {
+		return int32(j)
+	}
+	return as.rows[j]
+}
+
+// evaluate computes every row's item values, post-processing over them,
+// and HAVING.
+func (as *assembly) evaluate() {
+	q := as.q
+	as.n = len(as.only)
+	if as.only == nil {
+		as.n = q.RowCount(as.w)
+	}
+	as.keys = make([][]float64, len(q.Items)) // per numeric item, per kept row
 	for i := range q.Items {
-		if labels[i] == nil {
-			keys[i] = make([]float64, 0, n)
+		if as.labels[i] == nil {
+			as.keys[i] = make([]float64, 0, as.n)
 		}
 	}
 	rowKeys := make([]float64, len(q.Items))
-	// kept lists the positions that pass HAVING; nil while every one so
-	// far has.
-	var kept []int32
-	for p := 0; p < n; p++ {
-		r := rowOf(p)
+	for p := 0; p < as.n; p++ {
+		r := as.rowOf(p)
 		for i, it := range q.Items {
-			rowKeys[i] = itemKey(q, it, r, m)
+			rowKeys[i] = itemKey(q, it, r, as.m)
 		}
 		// Post-processing over items, once every item it uses has its value.
 		for i, it := range q.Items {
@@ -215,107 +286,102 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 			}
 		}
 		if q.Having != nil && !holds(q.Having, rowKeys, r) {
-			if kept == nil {
-				kept = make([]int32, p, n)
-				for k := range kept {
-					kept[k] = int32(k)
+			if as.kept == nil {
+				as.kept = make([]int32, p, as.n)
+				for k := range as.kept {
+					as.kept[k] = int32(k)
 				}
 			}
 			continue
 		}
 		for i := range q.Items {
-			if keys[i] != nil {
-				keys[i] = append(keys[i], rowKeys[i])
+			if as.keys[i] != nil {
+				as.keys[i] = append(as.keys[i], rowKeys[i])
 			}
 		}
-		if kept != nil {
-			kept = append(kept, int32(p))
+		if as.kept != nil {
+			as.kept = append(as.kept, int32(p))
 		}
 	}
-	count := n
-	if kept != nil {
-		count = len(kept)
+	as.count = as.n
+	if as.kept != nil {
+		as.count = len(as.kept)
 	}
-	at := func(k int32) int { // the position of kept row k
-		if kept == nil {
-			return int(k)
-		}
-		return int(kept[k])
+}
+
+// order sorts the kept rows by ORDER BY: labels by value as MySQL does,
+// noisy values as post-processing. A top-k selection without measured
+// values keeps the mechanism's order.
+func (as *assembly) order() {
+	q := as.q
+	if len(q.Order) == 0 || (as.only != nil && as.m == nil) {
+		return
 	}
-	// rows are kept-row numbers in output order; nil while that is
-	// 0..count-1.
-	var rows []int32
-	row := func(j int) int32 {
-		if rows == nil {
-			return int32(j)
-		}
-		return rows[j]
+	as.rows = make([]int32, as.count)
+	for k := range as.rows {
+		as.rows[k] = int32(k)
 	}
-	// A top-k selection without measured values keeps the mechanism's order;
-	// otherwise ORDER BY sorts on the noisy values (post-processing).
-	if len(q.Order) > 0 && (only == nil || m != nil) {
-		rows = make([]int32, count)
-		for k := range rows {
-			rows[k] = int32(k)
-		}
-		sort.SliceStable(rows, func(a, b int) bool {
-			ka, kb := rows[a], rows[b]
-			for _, o := range q.Order {
-				if labels[o.Item] != nil { // labels sort by value, as MySQL does
-					x := ranks[o.Item][index(o.Item, rowOf(at(ka)))]
-					y := ranks[o.Item][index(o.Item, rowOf(at(kb)))]
-					if x != y {
-						return (x < y) != o.Desc
-					}
-					continue
+	sort.SliceStable(as.rows, func(a, b int) bool {
+		ka, kb := as.rows[a], as.rows[b]
+		for _, o := range q.Order {
+			if as.labels[o.Item] != nil { // labels sort by value, as MySQL does
+				x := as.ranks[o.Item][as.index(o.Item, as.rowOf(as.at(ka)))]
+				y := as.ranks[o.Item][as.index(o.Item, as.rowOf(as.at(kb)))]
+				if x != y {
+					return (x < y) != o.Desc
 				}
-				x, y := keys[o.Item][ka], keys[o.Item][kb]
-				if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
-					return (x < y || math.IsNaN(x)) != o.Desc // NULL first ascending, as in MySQL
-				}
+				continue
 			}
-			return false
-		})
-	}
-	out := count
-	if lim := q.Source.Limit; lim != nil && int64(out) > *lim {
-		out = int(*lim)
-	}
-	value := func(i int, k int32) Value {
-		if labels[i] != nil {
-			return labels[i][index(i, rowOf(at(k)))]
-		}
-		x := keys[i][k]
-		switch {
-		case math.IsNaN(x) || math.IsInf(x, 0):
-			return Value{}
-		case res.Columns[i].Type == TypeInt64:
-			return Value{Kind: KindInt, Int: int64(x)}
-		case res.Columns[i].Type == TypeDate || res.Columns[i].Type == TypeDatetime:
-			return timeValue(x, res.Columns[i].Type)
-		}
-		return Value{Kind: KindFloat, Float: x}
-	}
-	if out <= smallResult {
-		for j := 0; j < out; j++ {
-			k := row(j)
-			vals := make([]any, q.Visible)
-			for i := range vals {
-				vals[i] = value(i, k).Any()
+			x, y := as.keys[o.Item][ka], as.keys[o.Item][kb]
+			if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+				return (x < y || math.IsNaN(x)) != o.Desc // NULL first ascending, as in MySQL
 			}
-			res.Rows = append(res.Rows, vals)
 		}
-		return res
+		return false
+	})
+}
+
+// value is item i's value on kept row k.
+func (as *assembly) value(i int, k int32) Value {
+	if as.labels[i] != nil {
+		return as.labels[i][as.index(i, as.rowOf(as.at(k)))]
 	}
-	// Large: a plain column's labels store nothing per row when the rows are
-	// every plain group in domain order, else one shared group index per
-	// row; other labels one index per row.
-	identity := rows == nil && kept == nil && only == nil && q.Rows == nil
+	x := as.keys[i][k]
+	typ := as.res.Columns[i].Type
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return Value{}
+	case typ == TypeInt64:
+		return Value{Kind: KindInt, Int: int64(x)}
+	case typ == TypeDate || typ == TypeDatetime:
+		return timeValue(x, typ)
+	}
+	return Value{Kind: KindFloat, Float: x}
+}
+
+// smallRows sends out rows as values.
+func (as *assembly) smallRows(out int) {
+	for j := 0; j < out; j++ {
+		k := as.row(j)
+		vals := make([]any, as.q.Visible)
+		for i := range vals {
+			vals[i] = as.value(i, k).Any()
+		}
+		as.res.Rows = append(as.res.Rows, vals)
+	}
+}
+
+// largeTable sends out rows by column: a plain column's labels store
+// nothing per row when the rows are every plain group in domain order,
+// else one shared group index per row; other labels one index per row.
+func (as *assembly) largeTable(out int) {
+	q := as.q
+	identity := as.rows == nil && as.kept == nil && as.only == nil && q.Rows == nil
 	var groupOf []int32
 	if !identity {
 		groupOf = make([]int32, out)
 		for j := range groupOf {
-			groupOf[j] = q.RowAt(rowOf(at(row(j)))).Plain
+			groupOf[j] = q.RowAt(as.rowOf(as.at(as.row(j)))).Plain
 		}
 	}
 	t := &table{n: out, cols: make([]tableColumn, q.Visible)}
@@ -323,31 +389,30 @@ func assemble(w *compile.Workload, q *compile.Query, m *measured, only []int) *R
 		c := &t.cols[i]
 		it := q.Items[i]
 		switch {
-		case labels[i] != nil && it.Kind == compile.ItemGroup && it.Plain >= 0:
-			c.labels, c.groups, c.stride = labels[i], groupOf, strides[it.Plain]
-		case labels[i] != nil:
-			c.labels = labels[i]
+		case as.labels[i] != nil && it.Kind == compile.ItemGroup && it.Plain >= 0:
+			c.labels, c.groups, c.stride = as.labels[i], groupOf, as.strides[it.Plain]
+		case as.labels[i] != nil:
+			c.labels = as.labels[i]
 			c.cells = make([]uint32, out)
 			for j := range c.cells {
-				c.cells[j] = uint32(index(i, rowOf(at(row(j)))))
+				c.cells[j] = uint32(as.index(i, as.rowOf(as.at(as.row(j)))))
 			}
 		default:
-			c.isInt = res.Columns[i].Type == TypeInt64
-			if typ := res.Columns[i].Type; typ == TypeDate || typ == TypeDatetime {
+			c.isInt = as.res.Columns[i].Type == TypeInt64
+			if typ := as.res.Columns[i].Type; typ == TypeDate || typ == TypeDatetime {
 				c.time = typ
 			}
-			if rows == nil {
-				c.numbers = keys[i][:out:out] // the kept rows in order: no copy
+			if as.rows == nil {
+				c.numbers = as.keys[i][:out:out] // the kept rows in order: no copy
 				continue
 			}
 			c.numbers = make([]float64, out)
 			for j := range c.numbers {
-				c.numbers[j] = keys[i][row(j)]
+				c.numbers[j] = as.keys[i][as.row(j)]
 			}
 		}
 	}
-	res.table = t
-	return res
+	as.res.table = t
 }
 
 // itemKey is an item's value on output row r as shown and as HAVING and
