@@ -224,7 +224,9 @@ func (ev *evaluator) stringFunc(name string, s []string) val {
 	return val{kind: vAny}
 }
 
-// numeric evaluates a numeric function over ranges.
+// numeric evaluates a numeric function over ranges. It is one switch over
+// the function names, each case that function's interval arithmetic; the
+// table of cases is the point, as in timeFunc.
 func numeric(name string, args []val) (val, error) {
 	for i := range args {
 		if args[i].kind == vAny {

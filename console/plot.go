@@ -121,7 +121,9 @@ func accumulate(s budget.Series) (ends []float64, users []cumulative) {
 
 // spendingSVG draws one table's cumulative spending. rho selects the ρ
 // plot; limit is the ε limit the viewer's scope has (the table's total or
-// the user's per-user budget).
+// the user's per-user budget). It writes one SVG document top to bottom
+// (axes, limit, steps, labels); split, its coordinates would be threaded
+// through every piece.
 func spendingSVG(t *catalog.Table, s budget.Series, rho bool, limit float64, scope string) ([]byte, error) {
 	p := plot.New()
 	styleFonts(p)

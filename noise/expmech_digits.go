@@ -51,7 +51,9 @@ const tableBits = 8
 // pair of divisions, all computed whatever the outcome: the sequence of
 // operations depends on m, c, prec and ns, never on the utilities.
 // (math/big's own time per operation varies slightly with the length of
-// its operands; the count and widths of the operations do not.)
+// its operands; the count and widths of the operations do not.) It stays
+// one function so that the constant sequence of operations, on which the
+// selection's timing privacy rests, can be read and checked in one place.
 func (r *Rand) emSelect(u []int64, c *emRateFrac, ns []int, prec int) (int, bool) {
 	m := len(u)
 	top := 0
