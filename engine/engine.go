@@ -64,8 +64,9 @@ type Engine struct {
 	// (export_test.go, compiled into test binaries alone), to measure
 	// without noise; production engines always draw from crypto/rand.
 	sampler func() sampler
-	// keys are the keys partition selection released (open.go).
-	keys keyStore
+	// keys are the keys partition selection released (open.go), kept
+	// beside the measurements.
+	keys *keyStore
 }
 
 // sampler is what a release draws from: measurement noise and the
@@ -101,7 +102,7 @@ func New(cfg Config) *Engine {
 		}
 	}
 	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms,
-		public: parserPublicTables(cfg.Catalog)}
+		public: parserPublicTables(cfg.Catalog), keys: &keyStore{store: ms}}
 }
 
 // parserPublicTables converts the catalog's public tables for the parser.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/selection"
@@ -22,7 +23,8 @@ import (
 //     by DP partition selection (package selection) on this column and
 //     data version, selected on first use and charged in the ledger before
 //     any key leaves; values outside them are dropped. Released keys are
-//     public from then on and reused for free (openKeys);
+//     public from then on and reused for free (openKeys), across restarts
+//     and proxies that share the measurement store (keyStore);
 //   - only compared (c = 'v', c <> 'v', c [NOT] IN (…)): the literals the
 //     batch names, with every other value in an "other" cell, so that the
 //     predicate's domain is {matches, does not match}, evaluated on the
@@ -45,24 +47,62 @@ type KeyCounter interface {
 	KeyUnits(ctx context.Context, t *catalog.Table, column string, fn func(key string, units int64) error) error
 }
 
-// keyStore holds released keys per table, column and data version.
+// keyStore holds released keys per table, column and data version: in
+// memory, and in the measurement store when there is one (measure/keys.go),
+// so that they survive a restart and are shared by the proxies that share
+// the store.
 type keyStore struct {
-	mu   sync.Mutex
-	keys map[string][]string
+	mu    sync.Mutex
+	keys  map[keyID][]string
+	store *measure.Store // nil: memory only
 }
 
-func (k *keyStore) get(id string) ([]string, bool) {
+// keyID names one released key set. def digests what the keys depend on:
+// the table's source and source table and the column's definition, not
+// its budgets or unit bounds (released keys are public whatever bounds
+// selected them).
+type keyID struct{ table, def, column, version string }
+
+func openKeyID(t *catalog.Table, c, version string) keyID {
+	col := t.Column(c)
+	def := digestString(fmt.Sprintf("keys 1|%s|%s|%+v", t.Source, t.SourceTable, *col))
+	return keyID{t.Name, def, col.Name, version}
+}
+
+func (k *keyStore) get(ctx context.Context, id keyID) ([]string, bool, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	v, ok := k.keys[id]
-	return v, ok
+	k.mu.Unlock()
+	if ok || k.store == nil {
+		return v, ok, nil
+	}
+	v, ok, err := k.store.Keys(ctx, id.table, id.def, id.column, id.version)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	k.remember(id, v)
+	return v, true, nil
 }
 
-func (k *keyStore) put(id string, keys []string) {
+// put stores keys and returns the set to release: the stored one when
+// another batch or process stored a set for id first.
+func (k *keyStore) put(ctx context.Context, id keyID, seq int64, keys []string) ([]string, error) {
+	if k.store != nil {
+		var err error
+		keys, err = k.store.PutKeys(ctx, measure.KeySet{Table: id.table, Def: id.def, Column: id.column, Version: id.version, LedgerSeq: seq, Keys: keys})
+		if err != nil {
+			return nil, err
+		}
+	}
+	k.remember(id, keys)
+	return keys, nil
+}
+
+func (k *keyStore) remember(id keyID, keys []string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.keys == nil {
-		k.keys = map[string][]string{}
+		k.keys = map[keyID][]string{}
 	}
 	k.keys[id] = keys
 }
@@ -299,9 +339,15 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 			version = ver
 		}
 	}
-	id := t.Name + "\x00" + c + "\x00" + version
-	if keys, ok := e.keys.get(id); ok && version != "" {
-		return keys, nil, nil
+	id := openKeyID(t, c, version)
+	if version != "" {
+		keys, ok, err := e.keys.get(ctx, id)
+		if err != nil {
+			return nil, nil, e.internal("released keys", err)
+		}
+		if ok {
+			return keys, nil, nil
+		}
 	}
 	m, restEps, err := e.selectionParams(s, t)
 	if err != nil {
@@ -327,7 +373,8 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 	}
 	strategy := fmt.Sprintf("partition selection on %s: %s", c, m)
 	cost := budget.Cost{Epsilon: m.Epsilon, Rho: m.Rho, Delta: m.Delta}
-	if _, err := e.charge(ctx, s, t, m.Kind, strategy, cost, sts, unit); err != nil {
+	entry, err := e.charge(ctx, s, t, m.Kind, strategy, cost, sts, unit)
+	if err != nil {
 		return nil, nil, err
 	}
 	r := noise.NewRand()
@@ -339,7 +386,13 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 	}
 	slices.Sort(keys)
 	if version != "" {
-		e.keys.put(id, keys)
+		// The selection is paid for: should the store fail, its keys are
+		// released all the same, and only their reuse is lost.
+		if stored, err := e.keys.put(ctx, id, entry.Seq, keys); err != nil {
+			e.log.Warn("released keys not stored; a later batch selects anew", "table", t.Name, "column", c, "err", err)
+		} else {
+			keys = stored
+		}
 	}
 	rest := *s
 	outer := s.UserVar

@@ -2,10 +2,15 @@ package engine
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/parser"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 // The demo file's adult and events tables with text columns declared
@@ -132,5 +137,71 @@ func TestOpenExplain(t *testing.T) {
 	}
 	if es := f.entries(t); len(es) != 0 {
 		t.Fatalf("EXPLAIN charged: %+v", es)
+	}
+}
+
+// Released keys survive a restart: a second engine over the same data
+// directory (ledger, sources, measurement store opened anew, as
+// cmd/dpproxy opens them) groups by the column with the keys the first
+// released, and the ledger holds one selection.
+func TestOpenKeysSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	f := newFixtureCatalog(t, openYAML)
+	dir := filepath.Dir(f.data)
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	restart := func() (*Engine, func()) {
+		l, err := budget.Open(ctx, filepath.Join(dir, "ledger.sqlite"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := sources.Open(ctx, f.cfg.Catalog, sources.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := measure.Open(ctx, filepath.Join(dir, "measurements.sqlite"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := New(Config{Catalog: f.cfg.Catalog, Ledger: l, Histograms: h, Logger: f.cfg.Logger, Measurements: ms})
+		return e, func() { ms.Close(); h.Close(); l.Close() }
+	}
+	keys := func(e *Engine, sql string) []string {
+		rs, err := e.Answer(ctx, s, []string{sql})
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		var out []string
+		for _, r := range rs[0].Rows {
+			out = append(out, r[0].(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	e1, stop1 := restart()
+	first := keys(e1, "SELECT occupation, COUNT(*) FROM adult GROUP BY occupation")
+	stop1()
+	e2, stop2 := restart()
+	defer stop2()
+	second := keys(e2, "SELECT occupation, AVG(age) FROM adult GROUP BY occupation")
+	if !slices.Equal(first, second) || len(first) == 0 {
+		t.Errorf("keys after the restart %v, before %v", second, first)
+	}
+	l, err := budget.Open(ctx, filepath.Join(dir, "ledger.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	es, err := l.Entries(ctx, budget.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selections := 0
+	for _, e := range es {
+		if e.Cost.Delta > 0 {
+			selections++
+		}
+	}
+	if len(es) != 3 || selections != 1 {
+		t.Fatalf("ledger after the restart: %d entries, %d selections; want a selection and two measurements", len(es), selections)
 	}
 }
