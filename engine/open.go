@@ -25,12 +25,15 @@ import (
 //     any key leaves; values outside them are dropped. Released keys are
 //     public from then on and reused for free (openKeys), across restarts
 //     and proxies that share the measurement store (keyStore);
-//   - only compared (c = 'v', c <> 'v', c [NOT] IN (…)): the literals the
-//     batch names, with every other value in an "other" cell, so that the
+//   - only compared (c = 'v', c <> 'v', c [NOT] IN (…), c [NOT] LIKE 'p'):
+//     the literals the batch names, with every other value in an "other"
+//     cell, or, when the batch has LIKE patterns, in the cell of the
+//     patterns it matches (catalog.Table.WithPatterns), so that each
 //     predicate's domain is {matches, does not match}, evaluated on the
-//     data by the pushed-down histogram.
+//     data by the pushed-down histogram. Matching is exact (case counts),
+//     as the values are binned; NULL follows the column's null policy.
 //
-// Any other use (in an aggregate, an expression, LIKE, HAVING, ORDER BY)
+// Any other use (in an aggregate, an expression, REGEXP, HAVING, ORDER BY)
 // would need values that are not public and is refused with 3900.
 
 // VarDelta is the session variable setting the δ of a partition selection.
@@ -111,6 +114,7 @@ func (k *keyStore) remember(id keyID, keys []string) {
 type openUse struct {
 	grouped  bool
 	literals []string
+	patterns []catalog.Pattern
 }
 
 // openUses classifies the batch's uses of t's open columns, refusing any
@@ -133,7 +137,7 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 		return uses[c]
 	}
 	refuse := func(c string) error {
-		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s) and compared with literals (=, <>, IN, NOT IN), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c)
+		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s) and compared with literals (=, <>, IN, NOT IN, LIKE), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c)
 	}
 	for _, st := range sts {
 		q := st.Query
@@ -230,6 +234,25 @@ func literalUses(p parser.Pred, isOpen func(string) bool, use func(string) *open
 				u.literals = append(u.literals, v.Text)
 			}
 		}
+	case parser.Like:
+		c, ok := p.X.(parser.Col)
+		if !ok || !isOpen(c.Name) {
+			for _, c := range parser.PredColumns(p) {
+				if isOpen(c) {
+					return refuse(c)
+				}
+			}
+			return nil
+		}
+		pat, ok := p.Pattern.(parser.Value)
+		if !ok || pat.Null || !pat.Lit.Quoted || p.Escape == "" {
+			return refuse(c.Name)
+		}
+		u := use(c.Name)
+		cp := catalog.Pattern{Text: pat.Lit.Text, Escape: p.Escape}
+		if !slices.Contains(u.patterns, cp) {
+			u.patterns = append(u.patterns, cp)
+		}
 	case parser.IsNull:
 		// NULL follows the column's null policy; no value is named.
 		if isOpen(p.Column) {
@@ -263,7 +286,14 @@ func (e *Engine) openTable(ctx context.Context, s *Session, t *catalog.Table, st
 		u := uses[c]
 		if !u.grouped {
 			vals := slices.Compact(slices.Sorted(slices.Values(u.literals)))
-			out = out.WithValues(c, vals, catalog.PolicyOther)
+			if len(u.patterns) > catalog.MaxPatterns {
+				return nil, nil, parser.Errorf(parser.CodeDPRefused, "a batch tests column %s of table %s against %d LIKE patterns; at most %d are allowed (each doubles its cells)", c, t.Name, len(u.patterns), catalog.MaxPatterns)
+			}
+			if len(u.patterns) > 0 {
+				out = out.WithPatterns(c, vals, u.patterns)
+			} else {
+				out = out.WithValues(c, vals, catalog.PolicyOther)
+			}
 			continue
 		}
 		keys, rest, err := e.openKeys(ctx, s, t, c, sts, explain)
