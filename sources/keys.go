@@ -18,7 +18,9 @@ import (
 // most max_groups counts by one; a row-privacy table counts each row as
 // its own unit (max_groups 1), which is a plain GROUP BY.
 //
-// Keys are text (an integer column's in decimal). Nothing here leaves the
+// Keys are text (an integer column's in decimal), grouped by their exact
+// text. The servers (PostgreSQL, MySQL/MariaDB) order each unit's keys by
+// the same keyed hash in SQL (dialect.keyedHash). Nothing here leaves the
 // proxy: the caller releases only the keys that pass selection.
 func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn func(key string, units int64) error) error {
 	src := s.sources[t.Source]
@@ -32,6 +34,7 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 	var db *sql.DB
 	var q string
 	var args []any
+	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
 	switch be := src.be.(type) {
 	case *sqliteSource:
 		db = be.db
@@ -50,12 +53,28 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 ) WHERE dpproxy_rn <= ? GROUP BY dpproxy_k`, u, k, tbl, u, k)
 		args = []any{be.key, t.Unit.MaxGroups}
 	case *server:
-		if t.Unit != nil {
-			return fmt.Errorf("table %s: partition selection under a privacy unit is implemented for SQLite sources only", t.Name)
+		db, cancel = be.db, be.cancel
+		// Keys are grouped by their exact text (no collation, no
+		// padding), as histograms bin them: a case-insensitive GROUP BY
+		// would merge 'Sales' with 'sales' and could release the variant
+		// that one unit holds.
+		col := be.d.ident(c.Name)
+		k, tbl := be.d.exactText(col), table(be.d, sourceTable(t))
+		if t.Unit == nil {
+			q = fmt.Sprintf("SELECT %s AS dpproxy_k, COUNT(*) FROM %s WHERE %s IS NOT NULL GROUP BY %s", k, tbl, col, k)
+			break
 		}
-		db = be.db
-		k, tbl := be.d.ident(c.Name), table(be.d, sourceTable(t))
-		q = fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IS NOT NULL GROUP BY %s", k, tbl, k, k)
+		if t.Unit.MaxGroups < 1 {
+			return fmt.Errorf("table %s: partition selection needs max_groups", t.Name)
+		}
+		pd := &pushdown{d: be.d, t: t}
+		u := be.d.ident(t.Unit.Column)
+		hash := be.d.keyedHash(pd.bind(be.key), []string{"dpproxy_u", "dpproxy_k"})
+		q = fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
+	SELECT dpproxy_k, ROW_NUMBER() OVER (PARTITION BY dpproxy_u ORDER BY %s, dpproxy_k) AS dpproxy_rn
+	FROM (SELECT DISTINCT %s AS dpproxy_u, %s AS dpproxy_k FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL) dpproxy_d
+) dpproxy_r WHERE dpproxy_rn <= %d GROUP BY dpproxy_k`, hash, u, k, tbl, u, col, t.Unit.MaxGroups)
+		args = pd.args
 	default:
 		return fmt.Errorf("table %s: no partition selection for this source", t.Name)
 	}
@@ -64,6 +83,13 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 		return fmt.Errorf("table %s: key units: %w", t.Name, err)
 	}
 	defer conn.Close()
+	if cancel != nil {
+		stop, err := cancel(ctx, conn)
+		if err != nil {
+			return fmt.Errorf("table %s: key units: %w", t.Name, err)
+		}
+		defer stop()
+	}
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("table %s: key units: %w", t.Name, err)
