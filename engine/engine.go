@@ -251,7 +251,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			i++
 			continue
 		case parser.KindDomainList:
-			r, err := domainList(t, st)
+			to, err := e.openDomainList(ctx, s, user, t, st)
+			if err != nil {
+				return nil, err
+			}
+			r, err := domainList(to, st)
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,7 +32,10 @@ import (
 //     patterns it matches (catalog.Table.WithPatterns), so that each
 //     predicate's domain is {matches, does not match}, evaluated on the
 //     data by the pushed-down histogram. Matching is exact (case counts),
-//     as the values are binned; NULL follows the column's null policy.
+//     as the values are binned; NULL follows the column's null policy;
+//   - joined to a public table (ON t.c = p.k): p's keys, as literals;
+//   - listed (SELECT c FROM t GROUP BY c, SELECT DISTINCT c): the
+//     released keys, selected first when there are none (openDomainList).
 //
 // Any other use (in an aggregate, an expression, REGEXP, HAVING, ORDER BY)
 // would need values that are not public and is refused with 3900.
@@ -137,12 +141,70 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 		return uses[c]
 	}
 	refuse := func(c string) error {
-		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s) and compared with literals (=, <>, IN, NOT IN, LIKE), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c)
+		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s, top-k), compared with literals (=, <>, IN, NOT IN, LIKE) and joined to a public table (ON %s = p.key), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c, c)
+	}
+	// A join to a public table on an open column (ON t.c = p.k) names
+	// the public keys as literals: the column's cells are then the keys
+	// and the other values, and the lookups of p's columns are decided
+	// on them. Elsewhere such a Lookup does not read the column's values.
+	joined := func(e parser.Expr) bool {
+		l, ok := e.(parser.Lookup)
+		if !ok {
+			return false
+		}
+		c, ok := l.Key.(parser.Col)
+		return ok && isOpen(c.Name)
+	}
+	hide := func(e parser.Expr) (parser.Expr, bool) {
+		if joined(e) {
+			return parser.Value{Null: true}, true
+		}
+		return nil, false
+	}
+	exprCols := func(e parser.Expr) []string {
+		if e == nil {
+			return nil
+		}
+		return parser.ExprColumns(parser.RewriteExpr(e, hide))
+	}
+	var itemCols func(it parser.SelectItem) []string
+	itemCols = func(it parser.SelectItem) []string {
+		cp := it
+		cp.Arg, cp.Key, cp.Expr = nil, nil, nil
+		out := append(parser.ItemColumns(cp), exprCols(it.Arg)...)
+		out = append(out, exprCols(it.Key)...)
+		var walk func(e *parser.AggExpr)
+		walk = func(e *parser.AggExpr) {
+			if e == nil {
+				return
+			}
+			if e.Leaf != nil {
+				out = append(out, itemCols(*e.Leaf)...)
+			}
+			walk(e.Left)
+			walk(e.Right)
+			for _, a := range e.Args {
+				walk(a)
+			}
+		}
+		walk(it.Expr)
+		return out
 	}
 	for _, st := range sts {
 		q := st.Query
 		if q == nil {
 			continue
+		}
+		for _, j := range q.Joins {
+			if !joined(j.Match) {
+				continue
+			}
+			u := use(j.Match.Key.(parser.Col).Name)
+			for _, k := range j.Match.Keys {
+				if !k.Null {
+					u.literals = append(u.literals, k.Lit.Text)
+				}
+			}
 		}
 		for _, g := range q.GroupBy {
 			if isOpen(g) {
@@ -156,21 +218,21 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 				}
 				continue
 			}
-			for _, c := range parser.ItemColumns(it) {
+			for _, c := range itemCols(it) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
 			}
 		}
 		for _, g := range q.GroupExprs {
-			for _, c := range parser.ExprColumns(g.Expr) {
+			for _, c := range exprCols(g.Expr) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
 			}
 		}
 		if q.Having != nil {
-			for _, c := range parser.PredColumns(q.Having) {
+			for _, c := range parser.PredColumns(parser.RewritePred(q.Having, hide)) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
@@ -181,12 +243,8 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 				continue
 			}
 			cs := []string{o.Column}
-			if o.Key != nil {
-				cs = append(cs, parser.ExprColumns(o.Key)...)
-			}
-			if o.Arg != nil {
-				cs = append(cs, parser.ExprColumns(o.Arg)...)
-			}
+			cs = append(cs, exprCols(o.Key)...)
+			cs = append(cs, exprCols(o.Arg)...)
 			for _, c := range cs {
 				if c != "" && isOpen(c) {
 					return nil, refuse(c)
@@ -194,7 +252,7 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 			}
 		}
 		if q.Where != nil {
-			if err := literalUses(q.Where, isOpen, use, refuse); err != nil {
+			if err := literalUses(parser.RewritePred(q.Where, hide), isOpen, use, refuse); err != nil {
 				return nil, err
 			}
 		}
@@ -306,6 +364,28 @@ func (e *Engine) openTable(ctx context.Context, s *Session, t *catalog.Table, st
 		out = out.WithValues(c, keys, catalog.PolicyDrop)
 	}
 	return out, s, nil
+}
+
+// openDomainList is t as a domain list (SELECT c FROM t GROUP BY c, or
+// SELECT DISTINCT c) sees it: an open column's values are its released
+// keys, selected first (and charged, at the session's ε and δ) when none
+// are released for this data version yet. Released keys are public, so
+// any user may list them; only an analyst may have them selected.
+func (e *Engine) openDomainList(ctx context.Context, s *Session, user *catalog.User, t *catalog.Table, st *parser.Statement) (*catalog.Table, error) {
+	if len(t.OpenColumns()) == 0 {
+		return t, nil
+	}
+	sts := []*parser.Statement{st}
+	if user.Role != catalog.RoleAnalyst {
+		out, _, err := e.openTable(ctx, s, t, sts, true)
+		var sx *selectionExplain
+		if errors.As(err, &sx) {
+			return nil, parser.Errorf(parser.CodeDPRefused, "the values of %s.%s are not yet released: partition selection releases them, and only analysts run it (user '%s' has role %s)", t.Name, sx.column, user.Name, user.Role)
+		}
+		return out, err
+	}
+	out, _, err := e.openTable(ctx, s, t, sts, false)
+	return out, err
 }
 
 // selectionParams is a selection's mechanism and the ε left for the

@@ -296,3 +296,118 @@ func TestOpenLike(t *testing.T) {
 		t.Error("a refusal charged")
 	}
 }
+
+// openJoinYAML adds a public table keyed by occupation, with a key the
+// data never holds.
+const openJoinYAML = `public_tables:
+  occ:
+    columns: {code: text, kind: text}
+    rows:
+      - [Sales, office]
+      - [Adm-clerical, office]
+      - [Craft-repair, manual]
+      - [Nothing-here, none]
+`
+
+// SELECT c FROM t GROUP BY c (and SELECT DISTINCT c) on an open column
+// lists its released keys: selected first, charged, when none are
+// released; free afterwards, for any user, and reused by a later GROUP BY.
+// An auditor cannot have keys selected. Top-k over an open column selects
+// its keys, then runs the exponential mechanism over them.
+func TestOpenDomainListAndTopK(t *testing.T) {
+	f := newFixtureCatalog(t, strings.Replace(openYAML, "users:\n", "users:\n  auditor: {password: auditor, role: auditor}\n", 1))
+	ctx := context.Background()
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	aud := session("auditor", nil)
+	_, err := f.eng.Answer(ctx, aud, []string{"SELECT occupation FROM adult GROUP BY occupation"})
+	refusal(t, err, parser.CodeDPRefused, "not yet released")
+	list := f.answer(t, s, "SELECT occupation FROM adult GROUP BY occupation")
+	if len(list.Rows) < 10 {
+		t.Fatalf("%d keys listed", len(list.Rows))
+	}
+	es := f.entries(t)
+	if len(es) != 1 || es[0].Cost.Delta != 1e-6 || es[0].Cost.Epsilon != 1 {
+		t.Fatalf("ledger %+v, want one selection at ε=1 (the selection share of 2), δ=1e-6", es)
+	}
+	for _, sess := range []*Session{s, aud} {
+		for _, q := range []string{"SELECT DISTINCT occupation FROM adult", "SELECT occupation FROM adult GROUP BY 1"} {
+			rs, err := f.eng.Answer(ctx, sess, []string{q})
+			if err != nil {
+				t.Fatalf("%s as %s: %v", q, sess.User, err)
+			}
+			if fmt.Sprint(rs[0].Rows) != fmt.Sprint(list.Rows) {
+				t.Errorf("%s as %s: %v, want the released keys %v", q, sess.User, rs[0].Rows, list.Rows)
+			}
+		}
+	}
+	g := f.answer(t, s, "SELECT occupation, COUNT(*) FROM adult GROUP BY occupation")
+	if len(g.Rows) != len(list.Rows) {
+		t.Errorf("GROUP BY after the list: %d groups, %d keys", len(g.Rows), len(list.Rows))
+	}
+	if es := f.entries(t); len(es) != 2 || es[1].Cost.Delta != 0 {
+		t.Fatalf("listing again and grouping selected anew: %+v", es)
+	}
+	// Top-k: a selection (δ), then the exponential mechanism over the
+	// released keys.
+	top := f.answer(t, s, "SELECT education, COUNT(*) FROM adult GROUP BY education ORDER BY COUNT(*) DESC LIMIT 3")
+	if len(top.Rows) != 3 {
+		t.Fatalf("top-3: %v", top.Rows)
+	}
+	es = f.entries(t)
+	if len(es) != 4 || es[2].Cost.Delta == 0 || es[3].Cost.Delta != 0 {
+		t.Fatalf("top-k ledger %+v, want a selection then the top-k", es[2:])
+	}
+}
+
+// A join to a public table on an open column: the public keys are the
+// column's values (a key the data lacks is a group like any other, its
+// count noisy), every other value joins nothing, LEFT JOIN keeps it as
+// NULL; no selection is needed, and without noise each count is the
+// truth.
+func TestOpenJoinPublic(t *testing.T) {
+	f := newFixtureCatalog(t, openYAML+openJoinYAML)
+	f.eng.withoutNoise()
+	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
+	db, err := sql.Open("sqlite", f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	truth := func(q string) string {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out [][]any
+		for rows.Next() {
+			var k any
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			if b, ok := k.([]byte); ok {
+				k = string(b)
+			}
+			out = append(out, []any{k, n})
+		}
+		return fmt.Sprint(out)
+	}
+	kind := "CASE occupation WHEN 'Sales' THEN 'office' WHEN 'Adm-clerical' THEN 'office' WHEN 'Craft-repair' THEN 'manual' END"
+	for _, c := range []struct{ sql, truth string }{
+		{"SELECT o.kind, COUNT(*) FROM adult a JOIN occ o ON a.occupation = o.code GROUP BY o.kind ORDER BY o.kind",
+			"SELECT k, n FROM (SELECT " + kind + " AS k, COUNT(*) AS n FROM adult WHERE occupation IN ('Sales', 'Adm-clerical', 'Craft-repair') GROUP BY k UNION ALL SELECT 'none', 0) ORDER BY k"},
+		{"SELECT o.kind, COUNT(*) FROM adult a LEFT JOIN occ o ON a.occupation = o.code GROUP BY o.kind ORDER BY o.kind",
+			"SELECT k, n FROM (SELECT " + kind + " AS k, COUNT(*) AS n FROM adult WHERE occupation IS NOT NULL GROUP BY k UNION ALL SELECT 'none', 0) ORDER BY k"},
+	} {
+		r := f.answer(t, s, c.sql)
+		if got, want := fmt.Sprint(r.Rows), truth(c.truth); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, want)
+		}
+	}
+	for _, e := range f.entries(t) {
+		if e.Cost.Delta != 0 {
+			t.Errorf("a join on an open column spent δ: %+v", e)
+		}
+	}
+}
