@@ -64,6 +64,10 @@ type Engine struct {
 	// (export_test.go, compiled into test binaries alone), to measure
 	// without noise; production engines always draw from crypto/rand.
 	sampler func() sampler
+	// selectionRand, when not nil, replaces noise.NewRand as the source of
+	// partition selection's decisions; only the package's tests set it
+	// (export_test.go), to seed them.
+	selectionRand func() *noise.Rand
 	// keys are the keys partition selection released (open.go), kept
 	// beside the measurements.
 	keys *keyStore

@@ -488,6 +488,9 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 		return nil, nil, err
 	}
 	r := noise.NewRand()
+	if e.selectionRand != nil {
+		r = e.selectionRand()
+	}
 	var keys []string
 	for _, x := range counts {
 		if m.Keep(r, x.n) {
