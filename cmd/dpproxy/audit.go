@@ -205,17 +205,26 @@ func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	units := false
+	units, deltas := false, false
 	for _, e := range entries {
 		units = units || e.Unit != nil
+		deltas = deltas || (e.Kind == budget.KindCharge && e.Cost.Delta > 0)
 	}
-	head := "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO\tSTRATEGY"
+	head := "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO"
+	if deltas { // a DELTA column only when some charge spent δ (partition selection)
+		head += "\tDELTA"
+	}
+	head += "\tSTRATEGY"
 	if units { // a UNIT column only when some charge has a privacy unit
 		head += "\tUNIT"
 	}
 	fmt.Fprintln(tw, head)
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g\t%s", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho, e.Strategy)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho)
+		if deltas {
+			fmt.Fprintf(tw, "\t%g", e.Cost.Delta)
+		}
+		fmt.Fprintf(tw, "\t%s", e.Strategy)
 		if units && e.Kind == budget.KindCharge {
 			fmt.Fprintf(tw, "\t%s", unitText(e.Unit))
 		}
@@ -233,11 +242,27 @@ func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catal
 	for _, r := range rows {
 		spent[[2]string{r.User, r.Table}] = r.Cost
 	}
+	// δ columns only when some charge spent δ (partition selection).
+	deltas := false
+	for _, c := range spent {
+		deltas = deltas || c.Delta > 0
+	}
+	deltaCols := func(limit float64, c budget.Cost) string {
+		if !deltas {
+			return ""
+		}
+		return fmt.Sprintf("\t%g\t%.6g\t%.6g", limit, c.Delta, limit-c.Delta)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tUSER\tTABLE\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON")
+	head := "SCOPE\tUSER\tTABLE\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON"
+	if deltas {
+		head += "\tLIMIT_DELTA\tSPENT_DELTA\tREMAINING_DELTA"
+	}
+	fmt.Fprintln(tw, head)
 	for _, t := range cat.Tables {
-		s := budget.EpsilonFor(spent[[2]string{"", t.Name}], t.Budget.Delta)
-		fmt.Fprintf(tw, "table\t*\t%s\t%g\t%.6g\t%.6g\n", t.Name, t.Budget.Total, s, t.Budget.Total-s)
+		c := spent[[2]string{"", t.Name}]
+		s := budget.EpsilonFor(c, t.Budget.Delta)
+		fmt.Fprintf(tw, "table\t*\t%s\t%g\t%.6g\t%.6g%s\n", t.Name, t.Budget.Total, s, t.Budget.Total-s, deltaCols(t.Budget.Delta, c))
 		var users []string
 		for k := range spent {
 			if k[1] == t.Name && k[0] != "" {
@@ -246,8 +271,9 @@ func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catal
 		}
 		sort.Strings(users)
 		for _, u := range users {
-			s := budget.EpsilonFor(spent[[2]string{u, t.Name}], t.Budget.Delta)
-			fmt.Fprintf(tw, "user_table\t%s\t%s\t%g\t%.6g\t%.6g\n", u, t.Name, t.Budget.PerUser, s, t.Budget.PerUser-s)
+			c := spent[[2]string{u, t.Name}]
+			s := budget.EpsilonFor(c, t.Budget.Delta)
+			fmt.Fprintf(tw, "user_table\t%s\t%s\t%g\t%.6g\t%.6g%s\n", u, t.Name, t.Budget.PerUser, s, t.Budget.PerUser-s, deltaCols(t.Budget.Delta, c))
 		}
 	}
 	return tw.Flush()
