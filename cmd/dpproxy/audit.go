@@ -49,7 +49,14 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := os.Stat(cf.ledgerPath()); err != nil {
 		return exitError{code: 1, err: fmt.Errorf("no ledger at %s: %w", cf.ledgerPath(), err)}
 	}
-	l, err := budget.Open(ctx, cf.ledgerPath())
+	// Only sign writes (a signed head); every other subcommand reads the
+	// ledger read-only, whatever schema version wrote it, and leaves the
+	// file as it found it.
+	open := budget.OpenReadOnly
+	if sub == "sign" {
+		open = budget.Open
+	}
+	l, err := open(ctx, cf.ledgerPath())
 	if err != nil {
 		return tamperExit(err)
 	}
