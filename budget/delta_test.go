@@ -246,7 +246,7 @@ func TestReadOnlyOlderSchema(t *testing.T) {
 			old := Entry{Seq: 1, Kind: KindCharge, Charge: lapCharge("bob", 0.1, "adult"), PrevHash: genesisHash}
 			ts := "2026-01-02T03:04:05.000000000Z"
 			old.Hash = hashEntry(&old, ts)
-			create, row := withoutDelta(t, schema), "'" + old.Hash + "', '')"
+			create, row := withoutDelta(t, schema), "'"+old.Hash+"', '')"
 			if version == 1 {
 				create = strings.Replace(create, ",\n\tunit_json    TEXT    NOT NULL DEFAULT ''", "", 1)
 				row = "'" + old.Hash + "')"

@@ -81,7 +81,7 @@ type roConnector struct {
 }
 
 func (c roConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c roConnector) Driver() driver.Driver                       { return c.drv }
+func (c roConnector) Driver() driver.Driver                        { return c.drv }
 
 // readyToRead reports whether the file is in WAL mode with a ledger schema
 // of this version or an older one (which olderSchemaViews presents as
@@ -105,7 +105,7 @@ func (l *Ledger) readyToRead(ctx context.Context) (bool, error) {
 // schema read as the current one, without writing to it: TEMP views named
 // entries and spent (SQLite resolves an unqualified name in temp first)
 // over the stored tables, with the columns later versions added at the
-// values an upgrade gives them (createSchema): no privacy unit ('') before
+// values an upgrade gives them (createSchema): no privacy unit (”) before
 // version 2, no δ (0) before version 3. Entries keep their hashes: the
 // chain hashes a unit or a δ only when there is one.
 func olderSchemaViews(ctx context.Context, conn sqlite.ExecQuerierContext) error {
