@@ -105,7 +105,7 @@ func (l *Ledger) readyToRead(ctx context.Context) (bool, error) {
 // schema read as the current one, without writing to it: TEMP views named
 // entries and spent (SQLite resolves an unqualified name in temp first)
 // over the stored tables, with the columns later versions added at the
-// values an upgrade gives them (createSchema): no privacy unit (”) before
+// values an upgrade gives them (createSchema): no privacy unit (empty text) before
 // version 2, no δ (0) before version 3. Entries keep their hashes: the
 // chain hashes a unit or a δ only when there is one.
 func olderSchemaViews(ctx context.Context, conn sqlite.ExecQuerierContext) error {
