@@ -392,12 +392,15 @@ func (e *Engine) openDomainList(ctx context.Context, s *Session, user *catalog.U
 // measurement, from the session: ε_sel = selection_share·ε, δ from
 // @dp_delta or the table's delta_per_query.
 func (e *Engine) selectionParams(s *Session, t *catalog.Table) (*selection.Mechanism, float64, error) {
-	if t.Unit != nil && t.Unit.MaxGroups < 1 {
-		return nil, 0, parser.Errorf(parser.CodeDPRefused, "GROUP BY a column without a public list of values needs a bound on the keys one unit contributes to: declare max_groups in table %s's privacy_unit", t.Name)
-	}
+	// Δ₀, the keys one unit holds after bounding (sources.KeyUnits): one
+	// per row without a unit; max_groups; else max_rows, the rows each
+	// unit keeps.
 	groups := 1
 	if t.Unit != nil {
 		groups = int(t.Unit.MaxGroups)
+		if groups < 1 {
+			groups = int(t.Unit.MaxRows)
+		}
 	}
 	eps, hasEps, err := sessionFloat(s, VarEpsilon)
 	if err != nil {
@@ -540,7 +543,7 @@ func (x *selectionExplain) result() *Result {
 	add("table", x.table.Name)
 	add("partition selection", fmt.Sprintf("GROUP BY %s: its keys are not yet released, so they are selected first", x.column))
 	add("mechanism", m.Kind)
-	add("max_groups", fmt.Sprint(m.MaxGroups))
+	add("keys per unit", fmt.Sprint(m.MaxGroups))
 	add("threshold", fmt.Sprint(m.Threshold()))
 	add("units for 50% release", fmt.Sprint(m.UnitsFor(0.5)))
 	add("units for 99% release", fmt.Sprint(m.UnitsFor(0.99)))

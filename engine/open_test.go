@@ -94,9 +94,9 @@ func TestOpenGroupBy(t *testing.T) {
 	f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex")
 }
 
-// Uses of an open column other than grouping and literal comparisons, and
-// open GROUP BY on a unit table without max_groups, are refused with 3900
-// before anything is spent.
+// Uses of an open column other than grouping and literal comparisons are
+// refused with 3900 before anything is spent; open GROUP BY on a unit
+// table bounds each unit by max_groups, else by its max_rows rows.
 func TestOpenRefusals(t *testing.T) {
 	f := newFixtureCatalog(t, openYAML)
 	s := session("analyst", nil)
@@ -104,7 +104,6 @@ func TestOpenRefusals(t *testing.T) {
 		{"SELECT COUNT(*) FROM adult WHERE occupation < 'M'", "no public list of values"},
 		{"SELECT COUNT(*) FROM adult WHERE LENGTH(occupation) > 5", "no public list of values"},
 		{"SELECT COUNT(DISTINCT occupation) FROM adult", ""},
-		{"SELECT page, COUNT(*) FROM events GROUP BY page", "declare max_groups"},
 	} {
 		_, err := f.eng.Answer(context.Background(), s, []string{c.sql})
 		pe, ok := err.(*parser.Error)
@@ -122,6 +121,15 @@ func TestOpenRefusals(t *testing.T) {
 	}
 	if es := f.entries(t); len(es) != 2 || es[0].Unit == nil || es[0].Unit.MaxGroups != 2 {
 		t.Fatalf("ledger %+v", es)
+	}
+	// Without it, each unit keeps its max_rows (10) rows, so it holds at
+	// most 10 keys: a Laplace threshold at Δ₀ = 10.
+	r = f.answer(t, session("analyst", map[string]any{"dp_epsilon": 4.0}), "SELECT page, COUNT(*) FROM events GROUP BY page")
+	if len(r.Rows) == 0 {
+		t.Fatal("no page released from events")
+	}
+	if es := f.entries(t); len(es) != 4 || es[2].Mechanism != "laplace_threshold" || !strings.Contains(es[2].Strategy, "max_groups=10") {
+		t.Fatalf("ledger %+v", es[2:])
 	}
 }
 

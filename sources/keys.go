@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
@@ -15,8 +16,11 @@ import (
 // contribution bounding, and fn is called once per key. With a privacy
 // unit, each unit keeps the max_groups of its distinct keys of least keyed
 // hash (UnitHash, as the histograms' bounding), so that one unit moves at
-// most max_groups counts by one; a row-privacy table counts each row as
-// its own unit (max_groups 1), which is a plain GROUP BY.
+// most max_groups counts by one; without max_groups, each unit keeps its
+// max_rows rows of least keyed hash, the rows its histograms keep, so it
+// moves at most max_rows counts by one (rowBoundedKeys). A row-privacy
+// table counts each row as its own unit (max_groups 1), which is a plain
+// GROUP BY.
 //
 // Keys are text (an integer column's in decimal), grouped by their exact
 // text. The servers (PostgreSQL, MySQL/MariaDB) order each unit's keys by
@@ -44,7 +48,14 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 			break
 		}
 		if t.Unit.MaxGroups < 1 {
-			return fmt.Errorf("table %s: partition selection needs max_groups", t.Name)
+			var bind []any
+			b := &boundedQuery{t: t, ident: sqliteIdent, table: tbl, raw: []string{c.Name}, hash: func(vals []string) string {
+				bind = append(bind, be.key)
+				return "dpproxy_unit_hash(?, " + strings.Join(vals, ", ") + ")"
+			}}
+			q = rowBoundedKeys(b, k, func() string { bind = append(bind, t.Unit.MaxRows); return "?" })
+			args = bind
+			break
 		}
 		u := sqliteIdent(t.Unit.Column)
 		q = fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
@@ -64,10 +75,13 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 			q = fmt.Sprintf("SELECT %s AS dpproxy_k, COUNT(*) FROM %s WHERE %s IS NOT NULL GROUP BY %s", k, tbl, col, k)
 			break
 		}
-		if t.Unit.MaxGroups < 1 {
-			return fmt.Errorf("table %s: partition selection needs max_groups", t.Name)
-		}
 		pd := &pushdown{d: be.d, t: t}
+		if t.Unit.MaxGroups < 1 {
+			b := &boundedQuery{t: t, ident: be.d.ident, table: tbl, raw: []string{c.Name}, hash: func(vals []string) string { return be.d.keyedHash(pd.bind(be.key), vals) }}
+			q = rowBoundedKeys(b, k, func() string { return pd.bind(t.Unit.MaxRows) })
+			args = pd.args
+			break
+		}
 		u := be.d.ident(t.Unit.Column)
 		hash := be.d.keyedHash(pd.bind(be.key), []string{"dpproxy_u", "dpproxy_k"})
 		q = fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
@@ -111,6 +125,19 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 		}
 	}
 	return rows.Err()
+}
+
+// rowBoundedKeys is the count of distinct units per key of a unit table
+// without max_groups: each unit keeps its max_rows rows of least keyed
+// hash (the rows every histogram of the table keeps, boundedQuery.ranked),
+// so it holds at most max_rows keys. k is the key's expression over the
+// raw column; maxRows binds max_rows (after the hash key, in text order).
+func rowBoundedKeys(b *boundedQuery, k string, maxRows func() string) string {
+	col := b.ident(b.raw[0])
+	ranked := b.ranked()
+	return fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
+	SELECT DISTINCT dpproxy_unit, %s AS dpproxy_k FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %s AND %s IS NOT NULL
+) dpproxy_kept GROUP BY dpproxy_k`, k, ranked, maxRows(), col)
 }
 
 // keyText is a key's text: strings and bytes as they are, integers in

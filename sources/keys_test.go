@@ -68,10 +68,45 @@ func keyRows() []keyRow {
 	return rows
 }
 
+// keyMaxRows is the fixture's max_rows under a unit without max_groups.
+const keyMaxRows = 4
+
 // wantKeyUnits replays KeyUnits in Go: per unit its distinct keys of
-// column col, the g of least UnitHash kept; g = 0 counts rows (no unit).
+// column col, the g of least UnitHash kept; g = 0 counts rows (no unit);
+// g < 0 (no max_groups) keeps each unit's keyMaxRows rows of least row
+// hash (the unit, then ref, item, n in catalog order) and counts their
+// distinct keys.
 func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
 	want := map[string]int64{}
+	if g < 0 {
+		type hr struct {
+			h string
+			k any
+		}
+		per := map[int64][]hr{}
+		for _, w := range rows {
+			if w.u == nil {
+				continue
+			}
+			u := w.u.(int64)
+			var k any = strconv.FormatInt(w.item, 10)
+			if col == "ref" {
+				k = w.ref
+			}
+			per[u] = append(per[u], hr{UnitHash(key, u, w.ref, w.item, int64(1)), k})
+		}
+		for _, l := range per {
+			slices.SortFunc(l, func(a, b hr) int { return strings.Compare(a.h, b.h) })
+			seen := map[string]bool{}
+			for _, x := range l[:min(keyMaxRows, len(l))] {
+				if k, ok := x.k.(string); ok && !seen[k] {
+					seen[k] = true
+					want[k]++
+				}
+			}
+		}
+		return want
+	}
 	per := map[int64]map[string]bool{}
 	for _, w := range rows {
 		if col == "ref" && w.ref == nil {
@@ -119,14 +154,18 @@ func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
 }
 
 // checkKeyUnits compares KeyUnits with wantKeyUnits over source (a
-// catalog sources entry) for max_groups 1 and 3 and for row privacy.
+// catalog sources entry) for max_groups 1 and 3, for a unit bounded by
+// max_rows alone and for row privacy.
 func checkKeyUnits(t *testing.T, source string, rows []keyRow) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	for _, g := range []int{1, 3, 0} {
+	for _, g := range []int{1, 3, -1, 0} {
 		unit := ""
-		if g > 0 {
+		switch {
+		case g > 0:
 			unit = fmt.Sprintf("    privacy_unit: {column: uid, max_rows: 10, max_groups: %d}\n", g)
+		case g < 0:
+			unit = fmt.Sprintf("    privacy_unit: {column: uid, max_rows: %d}\n", keyMaxRows)
 		}
 		cat := keysCatalogSource(t, source, unit)
 		set, err := Open(ctx, cat, Options{DataDir: dir})

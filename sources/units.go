@@ -162,34 +162,43 @@ type boundedQuery struct {
 	pairs bool
 }
 
-// sql writes the query; see the package comment above for its steps.
-func (b *boundedQuery) sql() string {
-	u := b.t.Unit
-	id := b.ident
-	unit := id(u.Column)
+// rawList is the raw columns read, quoted, each followed by ", ".
+func (b *boundedQuery) rawList() string {
 	var raw []string
 	seen := map[string]bool{}
 	for _, c := range b.raw {
 		if !seen[c] {
 			seen[c] = true
-			raw = append(raw, id(c))
+			raw = append(raw, b.ident(c))
 		}
 	}
-	rawList := strings.Join(raw, ", ")
-	if rawList != "" {
-		rawList += ", "
+	out := strings.Join(raw, ", ")
+	if out != "" {
+		out += ", "
 	}
-	hashed := func() string {
-		var vals []string
-		for _, c := range hashColumns(b.t) {
-			vals = append(vals, id(c))
-		}
-		h := b.hash(vals)
-		return fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL", rawList, unit, h, b.table, unit)
+	return out
+}
+
+// ranked is the rows of units (dpproxy_unit not NULL) with the raw
+// columns, each row's keyed hash (dpproxy_hash) and its rank in its unit
+// by that hash (dpproxy_rn, from 1): a row is kept when dpproxy_rn ≤
+// max_rows. It binds the hash key when called.
+func (b *boundedQuery) ranked() string {
+	rawList := b.rawList()
+	var vals []string
+	for _, c := range hashColumns(b.t) {
+		vals = append(vals, b.ident(c))
 	}
-	ranked := func() string {
-		return fmt.Sprintf("SELECT %sdpproxy_unit, dpproxy_hash, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
-	}
+	h := b.hash(vals)
+	unit := b.ident(b.t.Unit.Column)
+	hashed := fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL", rawList, unit, h, b.table, unit)
+	return fmt.Sprintf("SELECT %sdpproxy_unit, dpproxy_hash, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
+}
+
+// sql writes the query; see the package comment above for its steps.
+func (b *boundedQuery) sql() string {
+	u := b.t.Unit
+	ranked := b.ranked
 	if len(b.outs) == 0 {
 		k := min(u.MaxRows, u.PerCell())
 		if b.pairs {
