@@ -34,7 +34,7 @@ const (
 	seed uint64 = 0x5eed_0ad0_1701
 	// version changes whenever the generated content changes, so that files
 	// written by an older generator are regenerated.
-	version = 2
+	version = 3
 	// userVersion is the PRAGMA user_version that marks a file as a demo
 	// database ("dp" 0xde 0x01). Generate only overwrites files that carry it
 	// or that hold no tables at all.
