@@ -70,7 +70,7 @@ users:
 	e := New(Config{Catalog: cat, Ledger: l, Histograms: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).withoutNoise()
 	s := session("analyst", nil)
 	for _, c := range []struct {
-		where   string
+		where string
 		a, b  int // the count for columns a (drop) and b (cell)
 	}{
 		{"%s LIKE 'a%%'", 5, 5},
