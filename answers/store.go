@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // Store is a persistent map from batch keys to released answers, with
@@ -52,12 +52,10 @@ CREATE TABLE IF NOT EXISTS pending (
 
 // Open opens (creating if needed) the store at path.
 func Open(ctx context.Context, path string) (*Store, error) {
-	abs, err := filepath.Abs(path)
+	uri, abs, err := sqlitefile.URI(path, "_pragma=journal_mode(WAL)", "_pragma=busy_timeout(10000)", "_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("answers: open %s: %w", path, err)
 	}
-	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
-		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
 	db, err := sql.Open("sqlite", uri+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("answers: open %s: %w", path, err)

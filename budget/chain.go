@@ -36,6 +36,7 @@ const entryDomain = "dpproxy-ledger-entry/v1"
 //	str(PrevHash)
 //	[str("unit")  str(unit JSON)]   only for a charge under a privacy unit
 //	[str("delta") u64(Float64bits(Cost.Delta))]   only for a charge that spends δ
+//	[str("spaces") u64(len(Spaces)) str(Spaces[0]) ... ]   only for an entry naming spaces
 //
 // where u32/u64 are big-endian unsigned integers and str(s) is u64(len(s))
 // followed by the bytes of s. Costs enter by their exact IEEE 754 bits. The
@@ -76,6 +77,15 @@ func hashEntry(e *Entry, ts string) string {
 		str("delta")
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.Cost.Delta))
 	}
+	// Likewise the privacy unit spaces: entries written before spaces name
+	// none and keep their hashes.
+	if len(e.Spaces) > 0 {
+		str("spaces")
+		b = binary.BigEndian.AppendUint64(b, uint64(len(e.Spaces)))
+		for _, sp := range e.Spaces {
+			str(sp)
+		}
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -89,7 +99,7 @@ func scanEntries(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(
 		return fmt.Errorf("query entries: %w", err)
 	}
 	defer rows.Close()
-	raw := make([]any, 15)
+	raw := make([]any, 16)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -159,8 +169,17 @@ func decodeEntry(raw []any) (Entry, string, error) {
 	e.Hash = text(12, "hash")
 	unit := text(13, "unit_json")
 	e.Cost.Delta = num(14, "delta")
+	spaces := text(15, "spaces_json")
 	if err != nil {
 		return e, "", err
+	}
+	if spaces != "" {
+		if err := json.Unmarshal([]byte(spaces), &e.Spaces); err != nil || len(e.Spaces) == 0 {
+			return e, "", fmt.Errorf("spaces_json %q is not a non-empty list", spaces)
+		}
+		if again, _ := json.Marshal(e.Spaces); string(again) != spaces {
+			return e, "", errors.New("spaces_json not in canonical form")
+		}
 	}
 	if e.Unit, err = decodeUnit(unit); err != nil {
 		return e, "", fmt.Errorf("unit_json: %w", err)
@@ -190,8 +209,10 @@ func decodeEntry(raw []any) (Entry, string, error) {
 //   - checks that the head row (written in the same transaction as every
 //     entry) records exactly the number of entries and the last hash, which
 //     detects a truncated tail and entries appended behind the ledger's back;
-//   - recomputes every scope's spend from the entries and checks that the
-//     spent aggregate, which Charge trusts, agrees bit for bit.
+//   - recomputes every scope's spend from the entries (each table of an
+//     entry that names no space in the space the ledger maps it to, see
+//     MapSpaces) and checks that the spent aggregates, which Charge trusts,
+//     agree bit for bit.
 //
 // So it detects any edit of an entry's fields, and any deletion, reordering,
 // insertion or truncation of entries, unless the head, every later hash and
@@ -228,7 +249,11 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 	next, prev := int64(1), genesisHash
 	var last time.Time
 	sum := map[scope]Cost{}
-	err := scanEntries(ctx, tx, "SELECT "+entryColumns+" FROM entries ORDER BY seq", nil, func(e Entry, ts string) error {
+	m, err := spaceMapTx(ctx, tx)
+	if err != nil {
+		return 0, "", err
+	}
+	err = scanEntries(ctx, tx, "SELECT "+entryColumns+" FROM entries ORDER BY seq", nil, func(e Entry, ts string) error {
 		switch {
 		case e.Seq > next:
 			return &TamperError{Seq: next, Reason: fmt.Sprintf("entry %d is missing (the next stored entry is %d)", next, e.Seq)}
@@ -247,7 +272,7 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 		if reason := invalidEntry(e); reason != "" {
 			return &TamperError{Seq: e.Seq, Reason: reason}
 		}
-		accumulate(sum, e)
+		accumulate(sum, e, m)
 		next, prev, last = next+1, e.Hash, e.Time
 		return nil
 	})
@@ -273,7 +298,8 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 		return 0, "", &TamperError{Seq: n, Reason: "the head hash does not match the last entry"}
 	}
 
-	rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent ORDER BY table_name, user_name")
+	rows, err := tx.QueryContext(ctx, `SELECT user_name, table_name, '', epsilon, rho, delta FROM spent
+		UNION ALL SELECT user_name, '', space_name, epsilon, rho, delta FROM spent_spaces`)
 	if err != nil {
 		return 0, "", fmt.Errorf("query spent: %w", err)
 	}
@@ -282,7 +308,7 @@ func verifyTx(ctx context.Context, tx *sql.Tx) (int64, string, error) {
 	for rows.Next() {
 		var k scope
 		var c Cost
-		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
+		if err := rows.Scan(&k.user, &k.table, &k.space, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
 			return 0, "", &TamperError{Reason: "undecodable spent row: " + err.Error()}
 		}
 		want, ok := sum[k]
@@ -318,8 +344,8 @@ func invalidEntry(e Entry) string {
 	if err != nil {
 		return "invalid entry: " + err.Error()
 	}
-	if !slices.Equal(n.Tables, e.Tables) || n.QueryDigest != e.QueryDigest {
-		return "tables or digest not in canonical form"
+	if !slices.Equal(n.Tables, e.Tables) || !slices.Equal(n.Spaces, e.Spaces) || n.QueryDigest != e.QueryDigest {
+		return "tables, spaces or digest not in canonical form"
 	}
 	if e.Kind != KindCharge && !e.Cost.IsZero() {
 		return fmt.Sprintf("a %s entry with a cost", e.Kind)
@@ -329,6 +355,10 @@ func invalidEntry(e Entry) string {
 
 func (k scope) String() string {
 	switch {
+	case k.space != "" && k.user == "":
+		return fmt.Sprintf("space %q (all users)", k.space)
+	case k.space != "":
+		return fmt.Sprintf("user %q in space %q", k.user, k.space)
 	case k.user == "":
 		return fmt.Sprintf("table %q (all users)", k.table)
 	case k.table == "":

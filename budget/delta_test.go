@@ -15,12 +15,29 @@ import (
 // withoutDelta is the schema of version 2, before δ was accounted.
 func withoutDelta(t *testing.T, s string) string {
 	t.Helper()
-	v2 := strings.Replace(s, ",\n\tdelta        REAL    NOT NULL DEFAULT 0", "", 1)
+	v2 := strings.Replace(withoutSpaces(t, s), ",\n\tdelta        REAL    NOT NULL DEFAULT 0", "", 1)
 	v2 = strings.Replace(v2, "\tdelta      REAL NOT NULL DEFAULT 0,\n", "", 1)
 	if strings.Contains(v2, "delta") {
 		t.Fatal("the version 2 schema is not derived")
 	}
 	return v2
+}
+
+// withoutSpaces is the schema of version 3: no spaces_json, no
+// spent_spaces.
+func withoutSpaces(t *testing.T, s string) string {
+	t.Helper()
+	v3 := strings.Replace(s, ",\n\tspaces_json  TEXT    NOT NULL DEFAULT ''", "", 1)
+	i := strings.Index(v3, "CREATE TABLE IF NOT EXISTS spent_spaces")
+	j := strings.Index(v3, "CREATE TABLE IF NOT EXISTS head")
+	if i < 0 || j < i {
+		t.Fatal("the version 3 schema is not derived")
+	}
+	v3 = v3[:i] + v3[j:]
+	if strings.Contains(v3, "space") {
+		t.Fatal("the version 3 schema is not derived")
+	}
+	return v3
 }
 
 func selCharge(user string, eps, delta float64, tables ...string) Charge {
@@ -229,14 +246,14 @@ func TestDeltaFor(t *testing.T) {
 	}
 }
 
-// A ledger of an older schema (version 2, before δ; version 1, before
-// privacy units) opens read-only, without an upgrade and without writing:
+// A ledger of an older schema (version 3, before privacy unit spaces;
+// version 2, before δ; version 1, before privacy units) opens read-only, without an upgrade and without writing:
 // its entries verify, list and add up with δ 0, and the file keeps its
 // schema version until a writer opens it. A writer's upgrade is then
 // seen by the read-only ledger once its connections renew.
 func TestReadOnlyOlderSchema(t *testing.T) {
 	ctx := context.Background()
-	for _, version := range []int{1, 2} {
+	for _, version := range []int{1, 2, 3} {
 		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger.sqlite")
 			db, err := sql.Open("sqlite", path)
@@ -247,13 +264,18 @@ func TestReadOnlyOlderSchema(t *testing.T) {
 			ts := "2026-01-02T03:04:05.000000000Z"
 			old.Hash = hashEntry(&old, ts)
 			create, row := withoutDelta(t, schema), "'"+old.Hash+"', '')"
+			spent := "INSERT INTO spent VALUES ('bob', 'adult', 0.1, 0), ('bob', '', 0.1, 0), ('', 'adult', 0.1, 0)"
+			if version == 3 {
+				create, row = withoutSpaces(t, schema), "'"+old.Hash+"', '', 0)"
+				spent = "INSERT INTO spent VALUES ('bob', 'adult', 0.1, 0, 0), ('bob', '', 0.1, 0, 0), ('', 'adult', 0.1, 0, 0)"
+			}
 			if version == 1 {
 				create = strings.Replace(create, ",\n\tunit_json    TEXT    NOT NULL DEFAULT ''", "", 1)
 				row = "'" + old.Hash + "')"
 			}
 			for _, q := range []string{"PRAGMA journal_mode = WAL", create,
 				"INSERT INTO entries VALUES (1, '" + ts + "', 'charge', 'bob', 7, '[\"adult\"]', 'laplace', 'identity', 0.1, 0, '" + old.QueryDigest + "', '" + genesisHash + "', " + row,
-				"INSERT INTO spent VALUES ('bob', 'adult', 0.1, 0), ('bob', '', 0.1, 0), ('', 'adult', 0.1, 0)",
+				spent,
 				"INSERT INTO head VALUES (1, 1, '" + old.Hash + "')", fmt.Sprintf("PRAGMA user_version = %d", version)} {
 				if _, err := db.Exec(q); err != nil {
 					t.Fatalf("%s: %v", q, err)
@@ -270,9 +292,14 @@ func TestReadOnlyOlderSchema(t *testing.T) {
 			if err != nil || len(es) != 1 || es[0].Hash != old.Hash || es[0].Cost.Delta != 0 || es[0].Unit != nil {
 				t.Fatalf("entries %+v, %v", es, err)
 			}
+			// The three rows of spent, and the table's space (its own name,
+			// as an upgrade makes it) for bob and in total.
 			rows, err := ro.SpentRows(ctx)
-			if err != nil || len(rows) != 3 {
+			if err != nil || len(rows) != 5 {
 				t.Fatalf("spent rows %+v, %v", rows, err)
+			}
+			if c, err := ro.SpentSpace(ctx, "bob", "adult"); err != nil || c.Epsilon != 0.1 {
+				t.Fatalf("bob's spend in space adult %+v, %v", c, err)
 			}
 			if b, err := ro.Budgets(ctx); err != nil || len(b) == 0 {
 				t.Fatalf("budgets %+v, %v", b, err)

@@ -30,6 +30,18 @@
 // See [Ledger.Verify] for what is and is not detected, and [Ledger.SignHead]
 // for anchoring the chain outside the file.
 //
+// # Privacy unit spaces
+//
+// Budgets belong to privacy unit spaces (space.go): tables whose rows are
+// about the same people declare one space, and each charge records the
+// spaces it spends in (Charge.Spaces), so one person's loss adds up across
+// the tables of a space. The spent aggregate keeps each space's total and
+// each user's in it (ScopeSpace, ScopeUserSpace) beside the per-table and
+// per-user totals. Entries written before spaces name none; each of their
+// tables counts in a space of its own name until [Ledger.MapSpaces]
+// records, on the chain, the space the catalog gives it. Their hashes are
+// unchanged.
+//
 // # Limits and signed heads
 //
 // The limits a charge is checked against are the caller's (the catalog's).

@@ -26,8 +26,14 @@ const (
 	KindDerived = "derived"
 )
 
-// Limit scopes.
+// Limit scopes. The catalog's budgets belong to privacy unit spaces
+// (ScopeUserSpace, ScopeSpace): tables of one space protect the same
+// people, so their charges add up in one spend. The table scopes are the
+// budgets of ledgers written before spaces; CheckSpending applies them
+// to the entries of that time only.
 const (
+	ScopeUserSpace = "user_space" // one user in one space (User and Space set)
+	ScopeSpace     = "space"      // one space, all users together (Space set)
 	ScopeUserTable = "user_table" // one user on one table (User and Table set)
 	ScopeTable     = "table"      // one table, all users together (Table set)
 	ScopeUser      = "user"       // one user across all tables (User set)
@@ -55,9 +61,10 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // every charge that spends δ. The δ budget is checked only for charges
 // that spend δ, so a scope whose δ is used up keeps answering the rest.
 type Limit struct {
-	Scope    string // ScopeUserTable (User+Table), ScopeTable (Table), ScopeUser (User)
+	Scope    string // ScopeUserSpace (User+Space), ScopeSpace (Space), ScopeUserTable (User+Table), ScopeTable (Table), ScopeUser (User)
 	User     string
 	Table    string
+	Space    string
 	Epsilon  float64
 	Delta    float64
 	MaxDelta float64
@@ -75,6 +82,12 @@ type Charge struct {
 	// Unit is the privacy unit and bounds of a charge on a table that
 	// declares one (nil for row privacy); see UnitBound.
 	Unit *UnitBound `json:"unit,omitempty"`
+	// Spaces are the privacy unit spaces the charge spends in (stored
+	// sorted, without duplicates): one per table, the table's space. A
+	// charge given none spends in the spaces the ledger maps its tables to
+	// (MapSpaces; a table's own name by default), and is recorded with
+	// them. Entries written before spaces have none (see MapSpaces).
+	Spaces []string `json:"spaces,omitempty"`
 }
 
 // Entry is one ledger entry. Hash is the SHA-256 of the entry's canonical
@@ -97,13 +110,16 @@ type Filter struct {
 	Limit int       // if > 0, only the newest Limit matching entries
 }
 
-// SpentRow is what one scope has spent, recomputed from the entries. User ""
-// is a table's total over all users; Table "" is a user's total over all
-// tables; both set is one user on one table.
+// SpentRow is what one scope has spent. With Space set (and Table ""), it
+// is a space's spend: User "" is the space's total over all users, else
+// one user's in the space. Otherwise User "" is a table's total over all
+// users; Table "" is a user's total over all tables; both set is one user
+// on one table.
 type SpentRow struct {
 	User  string `json:"user"`
 	Table string `json:"table"`
 	Cost  Cost   `json:"cost"`
+	Space string `json:"space,omitempty"`
 }
 
 // Charge appends one "charge" entry for c if every limit still holds after
@@ -124,6 +140,13 @@ type SpentRow struct {
 // the charge is recorded unconditionally. When Charge returns nil the entry
 // is committed and, by synchronous=FULL, on disk.
 func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, error) {
+	if len(c.Spaces) == 0 {
+		m, err := l.SpaceMap(ctx)
+		if err != nil {
+			return Entry{}, fmt.Errorf("budget: charge: %w", err)
+		}
+		c.Spaces = spacesOf(c.Tables, m)
+	}
 	c, err := normaliseCharge(c, true)
 	if err != nil {
 		return Entry{}, fmt.Errorf("budget: charge: %w", err)
@@ -168,19 +191,8 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 		if err != nil {
 			return err
 		}
-		q := "INSERT INTO spent (user_name, table_name, epsilon, rho, delta) VALUES "
-		args := make([]any, 0, 5*len(scopes))
-		for i, k := range scopes {
-			if i > 0 {
-				q += ", "
-			}
-			q += "(?, ?, ?, ?, ?)"
-			n := cur[k].Add(c.Cost)
-			args = append(args, k.user, k.table, n.Epsilon, n.Rho, n.Delta)
-		}
-		q += " ON CONFLICT (user_name, table_name) DO UPDATE SET epsilon = excluded.epsilon, rho = excluded.rho, delta = excluded.delta"
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("update spent: %w", err)
+		if err := writeSpent(ctx, tx, scopes, func(k scope) Cost { return cur[k].Add(c.Cost) }); err != nil {
+			return err
 		}
 		out = e
 		return nil
@@ -197,6 +209,42 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 	l.log.DebugContext(ctx, "charged", "seq", out.Seq, "user", c.User, "tables", c.Tables,
 		"epsilon", c.Cost.Epsilon, "rho", c.Cost.Rho, "delta", c.Cost.Delta)
 	return out, nil
+}
+
+// writeSpent sets each scope's row of the spent aggregates to value(scope).
+func writeSpent(ctx context.Context, tx *sql.Tx, scopes []scope, value func(scope) Cost) error {
+	for _, spaces := range [...]bool{false, true} {
+		q := "INSERT INTO spent (user_name, table_name, epsilon, rho, delta) VALUES "
+		conflict := " ON CONFLICT (user_name, table_name)"
+		if spaces {
+			q = "INSERT INTO spent_spaces (user_name, space_name, epsilon, rho, delta) VALUES "
+			conflict = " ON CONFLICT (user_name, space_name)"
+		}
+		var args []any
+		for _, k := range scopes {
+			if (k.space != "") != spaces {
+				continue
+			}
+			if len(args) > 0 {
+				q += ", "
+			}
+			q += "(?, ?, ?, ?, ?)"
+			n := value(k)
+			name := k.table
+			if spaces {
+				name = k.space
+			}
+			args = append(args, k.user, name, n.Epsilon, n.Rho, n.Delta)
+		}
+		if len(args) == 0 {
+			continue
+		}
+		q += conflict + " DO UPDATE SET epsilon = excluded.epsilon, rho = excluded.rho, delta = excluded.delta"
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("update spent: %w", err)
+		}
+	}
+	return nil
 }
 
 // Record appends a zero-cost entry of the given kind, KindReuse (a stored
@@ -260,11 +308,19 @@ func (l *Ledger) appendEntry(ctx context.Context, tx *sql.Tx, kind string, c Cha
 	if err != nil {
 		return Entry{}, fmt.Errorf("encode unit: %w", err)
 	}
+	spaces := ""
+	if len(c.Spaces) > 0 {
+		b, err := json.Marshal(c.Spaces)
+		if err != nil {
+			return Entry{}, fmt.Errorf("encode spaces: %w", err)
+		}
+		spaces = string(b)
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO entries
-		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta, spaces_json)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts, e.Kind, c.User, int64(c.ConnID), string(tables), c.Mechanism, c.Strategy,
-		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash, unit, c.Cost.Delta); err != nil {
+		c.Cost.Epsilon, c.Cost.Rho, c.QueryDigest, e.PrevHash, e.Hash, unit, c.Cost.Delta, spaces); err != nil {
 		return Entry{}, fmt.Errorf("insert entry %d: %w", e.Seq, err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE head SET seq = ?, hash = ? WHERE id = 1", e.Seq, e.Hash); err != nil {
@@ -292,7 +348,25 @@ func (l *Ledger) Spent(ctx context.Context, user, table string) (Cost, error) {
 	return c, nil
 }
 
-const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta`
+// SpentSpace returns what has been spent in one space, from the aggregate:
+// user "" gives the space's total over all users.
+func (l *Ledger) SpentSpace(ctx context.Context, user, space string) (Cost, error) {
+	if space == "" {
+		return Cost{}, errors.New("budget: spent: space must be given")
+	}
+	var c Cost
+	err := l.db.QueryRowContext(ctx, "SELECT epsilon, rho, delta FROM spent_spaces WHERE user_name = ? AND space_name = ?",
+		user, space).Scan(&c.Epsilon, &c.Rho, &c.Delta)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Cost{}, nil
+	}
+	if err != nil {
+		return Cost{}, fmt.Errorf("budget: spent: %w", err)
+	}
+	return c, nil
+}
+
+const entryColumns = `seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, unit_json, delta, spaces_json`
 
 // Entries returns the entries selected by f in ascending Seq order.
 func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
@@ -340,28 +414,30 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 }
 
 // Budgets recomputes, from the entries alone, what every scope has spent:
+// each (user, space) and each space over all users (Space set, User ""),
 // each (user, table), each table over all users (User ""), and each user
-// over all tables (Table ""). Rows are sorted by Table, then User.
+// over all tables (Table ""). Rows are sorted by Space, Table, then User.
 func (l *Ledger) Budgets(ctx context.Context) ([]SpentRow, error) {
 	if err := l.FlushReuses(ctx); err != nil {
 		return nil, err
 	}
 	var sum map[scope]Cost
 	err := l.read(ctx, func(tx *sql.Tx) error {
-		sum = map[scope]Cost{}
-		return scanEntries(ctx, tx, "SELECT "+entryColumns+" FROM entries ORDER BY seq", nil, func(e Entry, _ string) error {
-			accumulate(sum, e)
-			return nil
-		})
+		var err error
+		sum, err = replaySpent(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budget: budgets: %w", err)
 	}
 	out := make([]SpentRow, 0, len(sum))
 	for k, c := range sum {
-		out = append(out, SpentRow{User: k.user, Table: k.table, Cost: c})
+		out = append(out, SpentRow{User: k.user, Table: k.table, Space: k.space, Cost: c})
 	}
 	slices.SortFunc(out, func(a, b SpentRow) int {
+		if c := strings.Compare(a.Space, b.Space); c != 0 {
+			return c
+		}
 		if c := strings.Compare(a.Table, b.Table); c != 0 {
 			return c
 		}
@@ -370,36 +446,49 @@ func (l *Ledger) Budgets(ctx context.Context) ([]SpentRow, error) {
 	return out, nil
 }
 
-// accumulate adds a charge entry's cost to every scope it touches. Entries
-// are replayed in Seq order, the order in which Charge added them to the
-// aggregate, so the float64 sums agree bit for bit.
-func accumulate(sum map[scope]Cost, e Entry) {
+// accumulate adds a charge entry's cost to every scope it touches; m maps
+// the tables of entries that name no space (see MapSpaces). Entries are
+// replayed in Seq order, the order in which Charge added them to the
+// aggregates, so the float64 sums agree bit for bit.
+func accumulate(sum map[scope]Cost, e Entry, m map[string]string) {
 	if e.Kind != KindCharge {
 		return
 	}
-	for _, k := range scopesOf(e.Charge) {
+	c := e.Charge
+	if len(c.Spaces) == 0 {
+		c.Spaces = spacesOf(c.Tables, m)
+	}
+	for _, k := range scopesOf(c) {
 		sum[k] = sum[k].Add(e.Cost)
 	}
 }
 
 // scopesOf lists the aggregate keys a charge adds to: (user, t) and ("", t)
-// for each of its tables, and (user, "").
+// for each of its tables, (user, space s) and ("", space s) for each of its
+// spaces, and (user, "").
 func scopesOf(c Charge) []scope {
-	out := make([]scope, 0, 2*len(c.Tables)+1)
+	out := make([]scope, 0, 2*len(c.Tables)+2*len(c.Spaces)+1)
 	for _, t := range c.Tables {
-		out = append(out, scope{c.User, t}, scope{"", t})
+		out = append(out, scope{c.User, t, ""}, scope{"", t, ""})
 	}
-	return append(out, scope{c.User, ""})
+	for _, s := range c.Spaces {
+		out = append(out, scope{c.User, "", s}, scope{"", "", s})
+	}
+	return append(out, scope{c.User, "", ""})
 }
 
 func limitScope(lim Limit) scope {
 	switch lim.Scope {
+	case ScopeUserSpace:
+		return scope{lim.User, "", lim.Space}
+	case ScopeSpace:
+		return scope{"", "", lim.Space}
 	case ScopeUserTable:
-		return scope{lim.User, lim.Table}
+		return scope{lim.User, lim.Table, ""}
 	case ScopeTable:
-		return scope{"", lim.Table}
+		return scope{"", lim.Table, ""}
 	default:
-		return scope{lim.User, ""}
+		return scope{lim.User, "", ""}
 	}
 }
 
@@ -408,25 +497,42 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// spentOf reads the aggregate of the given scopes (absent ones are zero).
+// spentOf reads the aggregates of the given scopes (absent ones are zero).
 func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, error) {
-	where := make([]string, len(scopes))
-	args := make([]any, 0, 2*len(scopes))
-	for i, k := range scopes {
-		where[i] = "(user_name = ? AND table_name = ?)"
-		args = append(args, k.user, k.table)
+	var tw, sw []string
+	var targs, sargs []any
+	for _, k := range scopes {
+		if k.space != "" {
+			sw = append(sw, "(user_name = ? AND space_name = ?)")
+			sargs = append(sargs, k.user, k.space)
+		} else {
+			tw = append(tw, "(user_name = ? AND table_name = ?)")
+			targs = append(targs, k.user, k.table)
+		}
 	}
-	rows, err := q.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent WHERE "+
-		strings.Join(where, " OR "), args...)
+	var qs []string
+	var args []any
+	if len(tw) > 0 {
+		qs = append(qs, "SELECT user_name, table_name, '', epsilon, rho, delta FROM spent WHERE "+strings.Join(tw, " OR "))
+		args = append(args, targs...)
+	}
+	if len(sw) > 0 {
+		qs = append(qs, "SELECT user_name, '', space_name, epsilon, rho, delta FROM spent_spaces WHERE "+strings.Join(sw, " OR "))
+		args = append(args, sargs...)
+	}
+	out := make(map[scope]Cost, len(scopes))
+	if len(qs) == 0 {
+		return out, nil
+	}
+	rows, err := q.QueryContext(ctx, strings.Join(qs, " UNION ALL "), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spent: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[scope]Cost, len(scopes))
 	for rows.Next() {
 		var k scope
 		var c Cost
-		if err := rows.Scan(&k.user, &k.table, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
+		if err := rows.Scan(&k.user, &k.table, &k.space, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
 			return nil, fmt.Errorf("read spent: %w", err)
 		}
 		out[k] = c
@@ -460,8 +566,8 @@ func checkLimits(c Charge, limits []Limit, cur map[scope]Cost) error {
 		}
 		after := EpsilonFor(s.Add(c.Cost), lim.Delta)
 		if math.IsInf(after, 1) {
-			return fmt.Errorf("limit %s (user %q, table %q) has δ=%g: a ρ-zCDP spend needs δ in (0,1)",
-				lim.Scope, lim.User, lim.Table, lim.Delta)
+			return fmt.Errorf("limit %s (user %q, table %q, space %q) has δ=%g: a ρ-zCDP spend needs δ in (0,1)",
+				lim.Scope, lim.User, lim.Table, lim.Space, lim.Delta)
 		}
 		if after > lim.Epsilon*(1+relTol) {
 			spent := EpsilonFor(s, lim.Delta)
@@ -496,10 +602,10 @@ func recordedFor(ctx context.Context, tx *sql.Tx, limits []Limit) ([]Limit, erro
 	for _, lim := range limits {
 		r, ok := rec[keyOf(lim)]
 		if !ok && lim.User != "" {
-			r, ok = rec[limitKey{lim.Scope, "", lim.Table}]
+			r, ok = rec[limitKey{lim.Scope, "", lim.Table, lim.Space}]
 		}
 		if ok && !sameLimit(r, lim) {
-			r.Scope, r.User, r.Table = lim.Scope, lim.User, lim.Table
+			r.Scope, r.User, r.Table, r.Space = lim.Scope, lim.User, lim.Table, lim.Space
 			out = append(out, r)
 		}
 	}
@@ -518,21 +624,26 @@ func checkLimit(lim Limit, c Charge) error {
 		return fmt.Errorf("limit %s: δ budget %g must be in [0,1)", lim.Scope, lim.MaxDelta)
 	}
 	userOK := lim.User != "" && lim.User == c.User
-	tableOK := lim.Table != "" && slices.Contains(c.Tables, lim.Table)
+	tableOK := lim.Table != "" && lim.Space == "" && slices.Contains(c.Tables, lim.Table)
+	spaceOK := lim.Space != "" && lim.Table == "" && slices.Contains(c.Spaces, lim.Space)
 	var ok bool
 	switch lim.Scope {
+	case ScopeUserSpace:
+		ok = userOK && spaceOK
+	case ScopeSpace:
+		ok = spaceOK && lim.User == ""
 	case ScopeUserTable:
 		ok = userOK && tableOK
 	case ScopeTable:
 		ok = tableOK && lim.User == ""
 	case ScopeUser:
-		ok = userOK && lim.Table == ""
+		ok = userOK && lim.Table == "" && lim.Space == ""
 	default:
-		return fmt.Errorf("limit scope %q is not %q, %q or %q", lim.Scope, ScopeUserTable, ScopeTable, ScopeUser)
+		return fmt.Errorf("limit scope %q is not %q, %q, %q, %q or %q", lim.Scope, ScopeUserSpace, ScopeSpace, ScopeUserTable, ScopeTable, ScopeUser)
 	}
 	if !ok {
-		return fmt.Errorf("limit %s (user %q, table %q) does not concern a charge of user %q on tables %v",
-			lim.Scope, lim.User, lim.Table, c.User, c.Tables)
+		return fmt.Errorf("limit %s (user %q, table %q, space %q) does not concern a charge of user %q on tables %v in spaces %v",
+			lim.Scope, lim.User, lim.Table, lim.Space, c.User, c.Tables, c.Spaces)
 	}
 	return nil
 }
@@ -565,6 +676,18 @@ func normaliseCharge(c Charge, charging bool) (Charge, error) {
 		tables = nil
 	}
 	c.Tables = tables
+	spaces := make([]string, 0, len(c.Spaces))
+	for _, s := range c.Spaces {
+		if s == "" || !utf8.ValidString(s) {
+			return Charge{}, fmt.Errorf("space name %q is empty or not valid UTF-8", s)
+		}
+		spaces = append(spaces, s)
+	}
+	slices.Sort(spaces)
+	if spaces = slices.Compact(spaces); len(spaces) == 0 {
+		spaces = nil
+	}
+	c.Spaces = spaces
 	if c.QueryDigest != "" {
 		c.QueryDigest = strings.ToLower(c.QueryDigest)
 		if b, err := hex.DecodeString(c.QueryDigest); err != nil || len(b) != 32 {

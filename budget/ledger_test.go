@@ -155,11 +155,11 @@ func TestChargeScopes(t *testing.T) {
 			{"bob", []string{"adult"}, 0.4, []Limit{ut("bob", "adult", 1)}, true},
 			{"alice", []string{"adult"}, 0.2, []Limit{ut("alice", "adult", 1)}, true},
 		}, []SpentRow{
-			{"", "adult", Cost{Epsilon: 0.4 + 0.4 + 0.4 + 0.2}},
-			{"alice", "adult", Cost{Epsilon: 0.4 + 0.4 + 0.2}},
-			{"bob", "adult", Cost{Epsilon: 0.4}},
-			{"alice", "", Cost{Epsilon: 0.4 + 0.4 + 0.2}},
-			{"bob", "", Cost{Epsilon: 0.4}},
+			{"", "adult", Cost{Epsilon: 0.4 + 0.4 + 0.4 + 0.2}, ""},
+			{"alice", "adult", Cost{Epsilon: 0.4 + 0.4 + 0.2}, ""},
+			{"bob", "adult", Cost{Epsilon: 0.4}, ""},
+			{"alice", "", Cost{Epsilon: 0.4 + 0.4 + 0.2}, ""},
+			{"bob", "", Cost{Epsilon: 0.4}, ""},
 		}},
 		{"table limit is shared by all users", []step{
 			{"alice", []string{"adult"}, 0.5, []Limit{ut("alice", "adult", 1), tbl("adult", 1)}, true},
@@ -178,11 +178,11 @@ func TestChargeScopes(t *testing.T) {
 			{"alice", []string{"a", "b"}, 0.2, []Limit{tbl("a", 1), tbl("b", 1)}, false},
 			{"alice", []string{"a"}, 1, []Limit{tbl("a", 1)}, true}, // a untouched by the refusal
 		}, []SpentRow{
-			{"", "a", Cost{Epsilon: 1}},
-			{"alice", "a", Cost{Epsilon: 1}},
-			{"", "b", Cost{Epsilon: 0.9}},
-			{"alice", "b", Cost{Epsilon: 0.9}},
-			{"alice", "", Cost{Epsilon: 1.9}},
+			{"", "a", Cost{Epsilon: 1}, ""},
+			{"alice", "a", Cost{Epsilon: 1}, ""},
+			{"", "b", Cost{Epsilon: 0.9}, ""},
+			{"alice", "b", Cost{Epsilon: 0.9}, ""},
+			{"alice", "", Cost{Epsilon: 1.9}, ""},
 		}},
 		{"zero limit refuses any cost but not zero cost", []step{
 			{"alice", []string{"a"}, 0, []Limit{tbl("a", 0)}, true},
@@ -219,12 +219,23 @@ func TestChargeScopes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tableRows := rows[:0:0]
 			for _, r := range rows {
 				s, err := l.Spent(ctx, r.User, r.Table)
+				if r.Space != "" {
+					// A charge given no space spends in its table's.
+					s, err = l.SpentSpace(ctx, r.User, r.Space)
+					if tr, terr := l.Spent(ctx, r.User, r.Space); terr != nil || tr != r.Cost {
+						t.Fatalf("space %q spent %+v, table %q spent %+v", r.Space, r.Cost, r.Space, tr)
+					}
+				} else {
+					tableRows = append(tableRows, r)
+				}
 				if err != nil || s != r.Cost {
-					t.Fatalf("Spent(%q,%q) = %+v, %v; Budgets says %+v", r.User, r.Table, s, err, r.Cost)
+					t.Fatalf("Spent(%q,%q,%q) = %+v, %v; Budgets says %+v", r.User, r.Table, r.Space, s, err, r.Cost)
 				}
 			}
+			rows = tableRows
 			if tc.spent != nil {
 				if len(rows) != len(tc.spent) {
 					t.Fatalf("Budgets = %+v, want %+v", rows, tc.spent)

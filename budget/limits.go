@@ -17,9 +17,9 @@ const MechanismLimit = "limit"
 // LimitChange is one catalog limit that changed: the limit now in force and
 // the one it replaces (equal to it when the entry records a scope's first
 // value; see Initial). In a KindLimits entry a rule's User "" in a
-// ScopeUserTable limit means every user on the table, each separately (the
-// catalog's per_user budget); in a ScopeUser limit, every user across all
-// tables.
+// ScopeUserSpace (ScopeUserTable) limit means every user in the space (on
+// the table), each separately (the catalog's per_user budget); in a
+// ScopeUser limit, every user across all tables.
 type LimitChange struct {
 	Limit    Limit
 	Previous Limit
@@ -29,9 +29,9 @@ type LimitChange struct {
 func (c LimitChange) Initial() bool { return sameLimit(c.Limit, c.Previous) }
 
 // limitKey identifies a limit's scope in the ledger's history of limits.
-type limitKey struct{ scope, user, table string }
+type limitKey struct{ scope, user, table, space string }
 
-func keyOf(l Limit) limitKey { return limitKey{l.Scope, l.User, l.Table} }
+func keyOf(l Limit) limitKey { return limitKey{l.Scope, l.User, l.Table, l.Space} }
 
 func sameLimit(a, b Limit) bool {
 	return math.Float64bits(a.Epsilon) == math.Float64bits(b.Epsilon) &&
@@ -53,7 +53,8 @@ func sameLimit(a, b Limit) bool {
 // sharing a ledger that apply the same change record it once.
 //
 // Each entry has Kind KindLimits, zero cost, User = the limit's User, Tables
-// = [the limit's Table] (none for ScopeUser), Mechanism MechanismLimit and
+// = [the limit's Table] (for the table scopes), Spaces = [the limit's
+// Space] (for the space scopes), Mechanism MechanismLimit and
 // Strategy "scope=<scope> epsilon=<ε> delta=<δ> previous_epsilon=<ε>
 // previous_delta=<δ>", followed by " max_delta=<δ> previous_max_delta=<δ>"
 // when either δ budget is set (numbers in Go's shortest 'g' form); see
@@ -87,6 +88,9 @@ func (l *Ledger) RecordLimits(ctx context.Context, limits, base []Limit) ([]Limi
 			c := Charge{User: lim.User, Mechanism: MechanismLimit, Strategy: limitStrategy(lim, p)}
 			if lim.Table != "" {
 				c.Tables = []string{lim.Table}
+			}
+			if lim.Space != "" {
+				c.Spaces = []string{lim.Space}
 			}
 			if c, err = normaliseCharge(c, false); err != nil {
 				return err
@@ -183,10 +187,16 @@ func ParseLimitEntry(e Entry) (LimitChange, bool) {
 	case len(e.Tables) > 1:
 		return LimitChange{}, false
 	}
+	switch {
+	case len(e.Spaces) == 1:
+		ch.Limit.Space = e.Spaces[0]
+	case len(e.Spaces) > 1:
+		return LimitChange{}, false
+	}
 	if validRule(ch.Limit) != nil {
 		return LimitChange{}, false
 	}
-	ch.Previous.Scope, ch.Previous.User, ch.Previous.Table = ch.Limit.Scope, ch.Limit.User, ch.Limit.Table
+	ch.Previous.Scope, ch.Previous.User, ch.Previous.Table, ch.Previous.Space = ch.Limit.Scope, ch.Limit.User, ch.Limit.Table, ch.Limit.Space
 	return ch, true
 }
 
@@ -216,20 +226,28 @@ func validRule(lim Limit) error {
 		return fmt.Errorf("limit scope %q", lim.Scope)
 	}
 	switch lim.Scope {
+	case ScopeUserSpace:
+		if lim.Space == "" || lim.Table != "" {
+			return errors.New("a user_space limit needs a space and no table")
+		}
+	case ScopeSpace:
+		if lim.Space == "" || lim.Table != "" || lim.User != "" {
+			return errors.New("a space limit needs a space, no table and no user")
+		}
 	case ScopeUserTable:
-		if lim.Table == "" {
-			return errors.New("a user_table limit needs a table")
+		if lim.Table == "" || lim.Space != "" {
+			return errors.New("a user_table limit needs a table and no space")
 		}
 	case ScopeTable:
-		if lim.Table == "" || lim.User != "" {
-			return errors.New("a table limit needs a table and no user")
+		if lim.Table == "" || lim.User != "" || lim.Space != "" {
+			return errors.New("a table limit needs a table, no user and no space")
 		}
 	case ScopeUser:
-		if lim.Table != "" {
-			return errors.New("a user limit has no table")
+		if lim.Table != "" || lim.Space != "" {
+			return errors.New("a user limit has no table and no space")
 		}
 	default:
-		return fmt.Errorf("limit scope %q is not %q, %q or %q", lim.Scope, ScopeUserTable, ScopeTable, ScopeUser)
+		return fmt.Errorf("limit scope %q is not %q, %q, %q, %q or %q", lim.Scope, ScopeUserSpace, ScopeSpace, ScopeUserTable, ScopeTable, ScopeUser)
 	}
 	return nil
 }

@@ -17,6 +17,10 @@ type OverspendError struct {
 func (e *OverspendError) Error() string {
 	who := e.Limit.Scope
 	switch e.Limit.Scope {
+	case ScopeUserSpace:
+		who = fmt.Sprintf("user %s in space %s", e.Limit.User, e.Limit.Space)
+	case ScopeSpace:
+		who = fmt.Sprintf("space %s (all users)", e.Limit.Space)
 	case ScopeUserTable:
 		who = fmt.Sprintf("user %s on table %s", e.Limit.User, e.Limit.Table)
 	case ScopeTable:
@@ -40,25 +44,40 @@ func (e *OverspendError) Error() string {
 // User "" in a user_table or user scope means every user), is used only
 // for a scope no entry mentions (a ledger written before first values
 // were recorded). Reuse entries cost nothing.
+//
+// A charge that names its spaces is checked against the space scopes (and
+// the user scope). A charge written before spaces (none named) is checked
+// against the table scopes, the budgets of its time, and counts in the
+// space its table is mapped to (see MapSpaces), so that the charges after
+// it are checked against everything the space has spent.
 func CheckSpending(entries []Entry, current []Limit) error {
-	type key struct{ scope, user, table string }
+	type key = limitKey
 	inForce := map[key]Limit{}
 	for _, l := range current {
-		inForce[key{l.Scope, l.User, l.Table}] = l
+		inForce[keyOf(l)] = l
 	}
 	seen := map[key]bool{}
+	spaceOf := map[string]string{}
 	for _, e := range entries {
 		if c, ok := ParseLimitEntry(e); ok {
-			k := key{c.Limit.Scope, c.Limit.User, c.Limit.Table}
+			k := keyOf(c.Limit)
 			if !seen[k] {
 				seen[k] = true
 				inForce[k] = c.Previous
+			}
+		}
+		if sm, ok := ParseSpaceEntry(e); ok {
+			if _, mapped := spaceOf[sm.Table]; !mapped {
+				spaceOf[sm.Table] = sm.Space
 			}
 		}
 	}
 	spent := map[key]Cost{}
 	check := func(e Entry, k key, rule key, c Cost) error {
 		spent[k] = spent[k].Add(c)
+		if rule.scope == "" {
+			return nil // counted, not checked
+		}
 		lim, ok := inForce[k]
 		if !ok {
 			if lim, ok = inForce[rule]; !ok {
@@ -78,22 +97,43 @@ func CheckSpending(entries []Entry, current []Limit) error {
 	}
 	for _, e := range entries {
 		if c, ok := ParseLimitEntry(e); ok {
-			inForce[key{c.Limit.Scope, c.Limit.User, c.Limit.Table}] = c.Limit
+			inForce[keyOf(c.Limit)] = c.Limit
 			continue
 		}
 		if e.Kind != KindCharge {
 			continue
 		}
-		for _, t := range e.Tables {
-			t = strings.ToLower(t)
-			if err := check(e, key{ScopeTable, "", t}, key{ScopeTable, "", t}, e.Cost); err != nil {
+		legacy := len(e.Spaces) == 0
+		if legacy {
+			for _, t := range e.Tables {
+				t = strings.ToLower(t)
+				if err := check(e, key{ScopeTable, "", t, ""}, key{ScopeTable, "", t, ""}, e.Cost); err != nil {
+					return err
+				}
+				if err := check(e, key{ScopeUserTable, e.User, t, ""}, key{ScopeUserTable, "", t, ""}, e.Cost); err != nil {
+					return err
+				}
+			}
+		}
+		spaces := e.Spaces
+		if legacy {
+			spaces = spacesOf(e.Tables, spaceOf)
+		}
+		for _, sp := range spaces {
+			rule := func(r key) key {
+				if legacy {
+					return key{}
+				}
+				return r
+			}
+			if err := check(e, key{ScopeSpace, "", "", sp}, rule(key{ScopeSpace, "", "", sp}), e.Cost); err != nil {
 				return err
 			}
-			if err := check(e, key{ScopeUserTable, e.User, t}, key{ScopeUserTable, "", t}, e.Cost); err != nil {
+			if err := check(e, key{ScopeUserSpace, e.User, "", sp}, rule(key{ScopeUserSpace, "", "", sp}), e.Cost); err != nil {
 				return err
 			}
 		}
-		if err := check(e, key{ScopeUser, e.User, ""}, key{ScopeUser, "", ""}, e.Cost); err != nil {
+		if err := check(e, key{ScopeUser, e.User, "", ""}, key{ScopeUser, "", "", ""}, e.Cost); err != nil {
 			return err
 		}
 	}

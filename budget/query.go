@@ -324,20 +324,21 @@ func Coarsen(s Series, n int) Series {
 }
 
 // SpentRows returns every scope's spend from the spent aggregate (what each
-// charge is checked against), sorted by Table, then User; see SpentRow for
-// the scopes. Unlike [Ledger.Budgets] it reads one row per scope, not
+// charge is checked against), sorted by Space, Table, then User; see
+// SpentRow for the scopes. Unlike [Ledger.Budgets] it reads one row per scope, not
 // every entry; [Ledger.Verify] checks that the two agree.
 func (l *Ledger) SpentRows(ctx context.Context) ([]SpentRow, error) {
 	var out []SpentRow
 	err := l.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT user_name, table_name, epsilon, rho, delta FROM spent ORDER BY table_name, user_name")
+		rows, err := tx.QueryContext(ctx, `SELECT user_name, table_name, '' AS space, epsilon, rho, delta FROM spent
+			UNION ALL SELECT user_name, '', space_name, epsilon, rho, delta FROM spent_spaces ORDER BY 3, 2, 1`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var r SpentRow
-			if err := rows.Scan(&r.User, &r.Table, &r.Cost.Epsilon, &r.Cost.Rho, &r.Cost.Delta); err != nil {
+			if err := rows.Scan(&r.User, &r.Table, &r.Space, &r.Cost.Epsilon, &r.Cost.Rho, &r.Cost.Delta); err != nil {
 				return err
 			}
 			out = append(out, r)

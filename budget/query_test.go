@@ -288,8 +288,9 @@ func TestReport(t *testing.T) {
 	if err != nil || !r.OK || r.Heads.Checked != 1 || !r.Heads.OK {
 		t.Fatalf("signed: %+v %+v, %v", r, r.Heads, err)
 	}
-	// A limit lower than the spend: entry over it.
-	r, err = l.Report(ctx, []Limit{{Scope: ScopeTable, Table: "census", Epsilon: 0.3}}, nil, "")
+	// A limit lower than the spend: entry over it. (Charges given no space
+	// spend in their table's, and are checked against the space scopes.)
+	r, err = l.Report(ctx, []Limit{{Scope: ScopeSpace, Space: "census", Epsilon: 0.3}}, nil, "")
 	if err != nil || r.OK || !r.ChainIntact || r.WithinLimits || r.BadSeq == 0 {
 		t.Fatalf("over a limit: %+v, %v", r, err)
 	}

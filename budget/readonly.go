@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // errReadOnly is returned by every write on a Ledger from OpenReadOnly.
@@ -30,15 +30,13 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 	if path == "" {
 		return nil, errors.New("budget: open ledger: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	uri, abs, err := sqlitefile.URI(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", path, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
 	}
-	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
-		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 	// Each connection shows an older schema as the current one
 	// (olderSchemaViews), so that a ledger no proxy of this version has
 	// opened yet (and upgraded) reads as it will after the upgrade.
@@ -106,8 +104,14 @@ func (l *Ledger) readyToRead(ctx context.Context) (bool, error) {
 // entries and spent (SQLite resolves an unqualified name in temp first)
 // over the stored tables, with the columns later versions added at the
 // values an upgrade gives them (createSchema): no privacy unit (empty text) before
-// version 2, no δ (0) before version 3. Entries keep their hashes: the
-// chain hashes a unit or a δ only when there is one.
+// version 2, no δ (0) before version 3, no privacy unit space (empty
+// text) before version 4. Entries keep their hashes: the chain hashes a
+// unit, a δ or a space only when there is one. Before version 4 a view
+// named spent_spaces stands for the table of version 4: an upgrade
+// rebuilds it from the entries (rebuildSpaces), and since an older ledger
+// maps no table to another space (MapSpaces came with version 4), each
+// table is its own space and its spends are the table's (user, table) and
+// ("", table) spends.
 func olderSchemaViews(ctx context.Context, conn sqlite.ExecQuerierContext) error {
 	has := func(table, column string) (bool, error) {
 		rows, err := conn.QueryContext(ctx, "SELECT COUNT(*) FROM main.pragma_table_info('"+table+"') WHERE name = '"+column+"'", nil)
@@ -138,10 +142,18 @@ func olderSchemaViews(ctx context.Context, conn sqlite.ExecQuerierContext) error
 	if err != nil {
 		return err
 	}
-	if unit && entryDelta && spentDelta {
+	entrySpaces, err := has("entries", "spaces_json")
+	if err != nil {
+		return err
+	}
+	spacesTable, err := has("spent_spaces", "space_name")
+	if err != nil {
+		return err
+	}
+	if unit && entryDelta && spentDelta && entrySpaces && spacesTable {
 		return nil
 	}
-	unitCol, deltaCol, spentCol := "unit_json", "delta", "delta"
+	unitCol, deltaCol, spentCol, spacesCol := "unit_json", "delta", "delta", "spaces_json"
 	if !unit {
 		unitCol = "'' AS unit_json"
 	}
@@ -151,11 +163,19 @@ func olderSchemaViews(ctx context.Context, conn sqlite.ExecQuerierContext) error
 	if !spentDelta {
 		spentCol = "0.0 AS delta"
 	}
-	for _, q := range []string{
+	if !entrySpaces {
+		spacesCol = "'' AS spaces_json"
+	}
+	qs := []string{
 		"CREATE TEMP VIEW IF NOT EXISTS entries AS SELECT seq, time, kind, user_name, conn_id, tables_json, mechanism, strategy, epsilon, rho, query_digest, prev_hash, hash, " +
-			unitCol + ", " + deltaCol + " FROM main.entries",
+			unitCol + ", " + deltaCol + ", " + spacesCol + " FROM main.entries",
 		"CREATE TEMP VIEW IF NOT EXISTS spent AS SELECT user_name, table_name, epsilon, rho, " + spentCol + " FROM main.spent",
-	} {
+	}
+	if !spacesTable {
+		qs = append(qs, "CREATE TEMP VIEW IF NOT EXISTS spent_spaces AS SELECT user_name, table_name AS space_name, epsilon, rho, "+
+			spentCol+" FROM main.spent WHERE table_name <> ''")
+	}
+	for _, q := range qs {
 		if _, err := conn.ExecContext(ctx, q, nil); err != nil {
 			return fmt.Errorf("read an older ledger schema: %w", err)
 		}

@@ -8,14 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // busyTimeout is how long an operation waits for another connection or
@@ -23,7 +23,7 @@ import (
 const busyTimeout = 10 * time.Second
 
 // schemaVersion is stored in PRAGMA user_version.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // Ledger is the privacy ledger: an append-only, hash-chained table in its own
 // SQLite file. It is safe for concurrent use, and several Ledgers (in one
@@ -54,8 +54,10 @@ type Ledger struct {
 	reuses *reuseQueue // group commit of KindReuse entries (reuse.go)
 }
 
-// scope keys the spent aggregate: see SpentRow for the convention.
-type scope struct{ user, table string }
+// scope keys the spent aggregates: see SpentRow for the convention. At
+// most one of table and space is set; a scope with a space is kept in
+// spent_spaces, every other in spent.
+type scope struct{ user, table, space string }
 
 const schema = `
 CREATE TABLE IF NOT EXISTS entries (
@@ -73,7 +75,8 @@ CREATE TABLE IF NOT EXISTS entries (
 	prev_hash    TEXT    NOT NULL,
 	hash         TEXT    NOT NULL,
 	unit_json    TEXT    NOT NULL DEFAULT '',
-	delta        REAL    NOT NULL DEFAULT 0
+	delta        REAL    NOT NULL DEFAULT 0,
+	spaces_json  TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX IF NOT EXISTS entries_user ON entries (user_name, seq);
 CREATE INDEX IF NOT EXISTS entries_time ON entries (time);
@@ -85,6 +88,14 @@ CREATE TABLE IF NOT EXISTS spent (
 	rho        REAL NOT NULL,
 	delta      REAL NOT NULL DEFAULT 0,
 	PRIMARY KEY (user_name, table_name)
+) WITHOUT ROWID, STRICT;
+CREATE TABLE IF NOT EXISTS spent_spaces (
+	user_name  TEXT NOT NULL,
+	space_name TEXT NOT NULL,
+	epsilon    REAL NOT NULL,
+	rho        REAL NOT NULL,
+	delta      REAL NOT NULL,
+	PRIMARY KEY (user_name, space_name)
 ) WITHOUT ROWID, STRICT;
 CREATE TABLE IF NOT EXISTS head (
 	id   INTEGER PRIMARY KEY CHECK (id = 1),
@@ -100,13 +111,10 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	if path == "" {
 		return nil, errors.New("budget: open ledger: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	uri, abs, err := sqlitefile.URI(path, "_pragma=synchronous(FULL)")
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", path, err)
 	}
-	// A file: URI so that any character in the path is escaped; the
-	// underscored parameters are read by the driver for every connection.
-	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?_pragma=synchronous(FULL)"
 	db, err := sql.Open("sqlite", uri+fmt.Sprintf("&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
@@ -225,15 +233,27 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 	}
 	// Version 3 adds the δ a charge spends (Cost.Delta) to entries and to
 	// the spent aggregate; older entries spent none and keep their hashes.
-	for _, tc := range [...][2]string{{"entries", "delta"}, {"spent", "delta"}} {
+	// Version 4 adds the privacy unit spaces a charge spends in
+	// (Charge.Spaces) and the spend of each space (spent_spaces). Older
+	// entries name no space and keep their hashes: each of their tables
+	// counts in the space the ledger maps it to (space.go), its own name
+	// until MapSpaces records another, so spent_spaces starts as the
+	// per-table spends.
+	for _, tc := range [...][3]string{{"entries", "delta", "REAL NOT NULL DEFAULT 0"}, {"spent", "delta", "REAL NOT NULL DEFAULT 0"},
+		{"entries", "spaces_json", "TEXT NOT NULL DEFAULT ''"}} {
 		var has int
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info('"+tc[0]+"') WHERE name = ?", tc[1]).Scan(&has); err != nil {
 			return fmt.Errorf("read schema: %w", err)
 		}
 		if has == 0 {
-			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+tc[0]+" ADD COLUMN "+tc[1]+" REAL NOT NULL DEFAULT 0"); err != nil {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+tc[0]+" ADD COLUMN "+tc[1]+" "+tc[2]); err != nil {
 				return fmt.Errorf("upgrade schema: %w", err)
 			}
+		}
+	}
+	if v > 0 && v < 4 {
+		if err := rebuildSpaces(ctx, tx); err != nil {
+			return fmt.Errorf("upgrade schema: %w", err)
 		}
 	}
 	// The head row is created with the ledger, never recreated: a missing

@@ -79,9 +79,13 @@ func forge(t *testing.T, path string, e Entry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	spaces := ""
+	if len(e.Spaces) > 0 {
+		spaces = `["` + strings.Join(e.Spaces, `","`) + `"]`
+	}
+	if _, err := db.Exec(`INSERT INTO entries (`+entryColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		e.Seq, ts, e.Kind, e.User, e.ConnID, tables, e.Mechanism, e.Strategy,
-		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit, e.Cost.Delta); err != nil {
+		e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit, e.Cost.Delta, spaces); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,13 +144,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, 7, "beyond the head"},
 		{"(e) append a forged entry with a made-up hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, `INSERT INTO entries SELECT 7, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, 'ab', unit_json, delta FROM entries WHERE seq = 6`)
+				strategy, epsilon, rho, query_digest, hash, 'ab', unit_json, delta, spaces_json FROM entries WHERE seq = 6`)
 		}, 7, "hash does not match"},
 		{"(e) insert a forged entry in the middle", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
 				"UPDATE entries SET seq = seq - 99 WHERE seq >= 100",
 				`INSERT INTO entries SELECT 4, time, kind, user_name, conn_id, tables_json, mechanism,
-				strategy, epsilon, rho, query_digest, hash, hash, unit_json, delta FROM entries WHERE seq = 3`)
+				strategy, epsilon, rho, query_digest, hash, hash, unit_json, delta, spaces_json FROM entries WHERE seq = 3`)
 		}, 4, "hash does not match"},
 		{"(e) insert a forged entry in the middle with a valid hash", func(t *testing.T, p string, es []Entry) {
 			rawExec(t, p, "UPDATE entries SET seq = seq + 100 WHERE seq >= 4",
@@ -256,11 +260,15 @@ func TestSignedHeadExposesConsistentRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec("DELETE FROM spent"); err != nil {
+	if _, err := db.Exec("DELETE FROM spent; DELETE FROM spent_spaces"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if _, err := db.Exec("INSERT INTO spent VALUES (?, ?, ?, ?, ?)", r.User, r.Table, r.Cost.Epsilon, r.Cost.Rho, r.Cost.Delta); err != nil {
+		q, name := "INSERT INTO spent VALUES (?, ?, ?, ?, ?)", r.Table
+		if r.Space != "" {
+			q, name = "INSERT INTO spent_spaces VALUES (?, ?, ?, ?, ?)", r.Space
+		}
+		if _, err := db.Exec(q, r.User, name, r.Cost.Epsilon, r.Cost.Rho, r.Cost.Delta); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
@@ -11,8 +12,8 @@ import (
 
 // Ledger is what the views read from the ledger.
 type Ledger interface {
-	// Spent is one scope's spend (see budget.Ledger.Spent).
-	Spent(ctx context.Context, user, table string) (budget.Cost, error)
+	// SpentSpace is one space's spend (see budget.Ledger.SpentSpace).
+	SpentSpace(ctx context.Context, user, space string) (budget.Cost, error)
 }
 
 // CanSeeAll reports whether user may see every user's spending and the
@@ -22,13 +23,16 @@ func CanSeeAll(cat *catalog.Catalog, user string) bool {
 	return user != "" && u != nil && u.Role == catalog.RoleAuditor
 }
 
-// Scope is one row of the auditor's view: a table's total over all users
-// (User "") or one user's budget on a table.
+// Scope is one row of the auditor's view: a privacy unit space's total
+// over all users (User "") or one user's budget in a space.
 type Scope struct {
-	Scope string `json:"scope"` // budget.ScopeTable or budget.ScopeUserTable
+	Scope string `json:"scope"` // budget.ScopeSpace or budget.ScopeUserSpace
 	User  string `json:"user,omitempty"`
+	Space string `json:"space"`
+	// Table lists the space's tables in the catalog, comma-separated (""
+	// when the space is no longer in the catalog).
 	Table string `json:"table"`
-	// Limit is the catalog's limit in ε; nil when the table is no longer
+	// Limit is the catalog's limit in ε; nil when the space is no longer
 	// in the catalog.
 	Limit *float64 `json:"limit_epsilon"`
 	Delta float64  `json:"delta"`
@@ -41,52 +45,52 @@ type Scope struct {
 	Cost      budget.Cost `json:"spent"` // the spend's pure-ε and ρ parts
 }
 
-// All is the auditor's view: for each table (of the catalog or spent on),
-// its total, then for each analyst of the catalog and each user who spent
-// on it, their per-user budget, by table then user. spent is every scope's
-// spend (budget.Ledger.Budgets recomputes it from the entries,
-// budget.Ledger.SpentRows reads the aggregate); user totals across tables
-// are left out (the catalog has no such limit).
+// All is the auditor's view: for each privacy unit space (of the catalog
+// or spent in), its total, then for each analyst of the catalog and each
+// user who spent in it, their per-user budget, by space then user. spent
+// is every scope's spend (budget.Ledger.Budgets recomputes it from the
+// entries, budget.Ledger.SpentRows reads the aggregate); only its space
+// rows are used (the catalog's budgets are per space).
 func All(cat *catalog.Catalog, spent []budget.SpentRow) []Scope {
-	type key struct{ user, table string }
+	type key struct{ user, space string }
 	by := map[key]budget.Cost{}
-	users := map[string]map[string]bool{} // table → users with a spend or a budget
-	addUser := func(table, user string) {
-		if users[table] == nil {
-			users[table] = map[string]bool{}
+	users := map[string]map[string]bool{} // space → users with a spend or a budget
+	addUser := func(space, user string) {
+		if users[space] == nil {
+			users[space] = map[string]bool{}
 		}
-		users[table][user] = true
+		users[space][user] = true
 	}
 	for _, r := range spent {
-		if r.Table == "" {
+		if r.Space == "" {
 			continue
 		}
-		by[key{r.User, r.Table}] = r.Cost
+		by[key{r.User, r.Space}] = r.Cost
 		if r.User != "" {
-			addUser(r.Table, r.User)
+			addUser(r.Space, r.User)
 		}
 	}
-	tables := map[string]bool{}
-	for _, t := range cat.Tables {
-		tables[t.Name] = true
+	spaces := map[string]bool{}
+	for _, sp := range cat.Spaces() {
+		spaces[sp] = true
 		for _, u := range cat.Users {
 			if u.Role == catalog.RoleAnalyst {
-				addUser(t.Name, u.Name)
+				addUser(sp, u.Name)
 			}
 		}
 	}
 	for k := range by {
-		tables[k.table] = true
+		spaces[k.space] = true
 	}
-	names := make([]string, 0, len(tables))
-	for n := range tables {
+	names := make([]string, 0, len(spaces))
+	for n := range spaces {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var out []Scope
-	row := func(scope, user, table string, limit *float64, delta float64, c budget.Cost) Scope {
+	row := func(scope, user, space, tables string, limit *float64, delta float64, c budget.Cost) Scope {
 		s := Finite(budget.EpsilonFor(c, delta))
-		r := Scope{Scope: scope, User: user, Table: table, Limit: limit, Delta: delta, Spent: s, Cost: c}
+		r := Scope{Scope: scope, User: user, Space: space, Table: tables, Limit: limit, Delta: delta, Spent: s, Cost: c}
 		if limit != nil {
 			rem := *limit - s
 			r.Remaining = &rem
@@ -96,17 +100,23 @@ func All(cat *catalog.Catalog, spent []budget.SpentRow) []Scope {
 	for _, name := range names {
 		var total, perUser *float64
 		var delta float64
-		if t := cat.Table(name); t != nil {
+		var tables []string
+		if ts := cat.SpaceTables(name); len(ts) > 0 {
+			t := ts[0] // the catalog makes a space's tables agree on its budgets
 			total, perUser, delta = ptr(t.Budget.Total), ptr(t.Budget.PerUser), t.Budget.Delta
+			for _, t := range ts {
+				tables = append(tables, t.Name)
+			}
 		}
-		out = append(out, row(budget.ScopeTable, "", name, total, delta, by[key{"", name}]))
+		list := strings.Join(tables, ",")
+		out = append(out, row(budget.ScopeSpace, "", name, list, total, delta, by[key{"", name}]))
 		us := make([]string, 0, len(users[name]))
 		for u := range users[name] {
 			us = append(us, u)
 		}
 		sort.Strings(us)
 		for _, u := range us {
-			out = append(out, row(budget.ScopeUserTable, u, name, perUser, delta, by[key{u, name}]))
+			out = append(out, row(budget.ScopeUserSpace, u, name, list, perUser, delta, by[key{u, name}]))
 		}
 	}
 	return out
@@ -114,10 +124,13 @@ func All(cat *catalog.Catalog, spent []budget.SpentRow) []Scope {
 
 func ptr(f float64) *float64 { return &f }
 
-// Own is one row of an analyst's view: their budget on one table.
+// Own is one row of an analyst's view: their budget on one table, which
+// is their budget in the table's privacy unit space (shared with the
+// space's other tables).
 type Own struct {
 	Table     string  `json:"table"`
-	Limit     float64 `json:"limit_epsilon"` // the table's per-user budget
+	Space     string  `json:"space"`
+	Limit     float64 `json:"limit_epsilon"` // the space's per-user budget
 	Delta     float64 `json:"delta"`
 	Spent     float64 `json:"spent_epsilon"`     // ε at Delta
 	Remaining float64 `json:"remaining_epsilon"` // Limit − Spent, never negative
@@ -144,7 +157,7 @@ func Mine(ctx context.Context, cat *catalog.Catalog, l Ledger, user string) ([]O
 	}
 	var out []Own
 	for _, t := range cat.Tables {
-		c, err := l.Spent(ctx, user, t.Name)
+		c, err := l.SpentSpace(ctx, user, t.Space())
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +170,7 @@ func Mine(ctx context.Context, cat *catalog.Catalog, l Ledger, user string) ([]O
 		if u.MaxEpsilon > 0 && (m == 0 || u.MaxEpsilon < m) {
 			m = u.MaxEpsilon
 		}
-		out = append(out, Own{Table: t.Name, Limit: t.Budget.PerUser, Delta: t.Budget.Delta, Spent: s,
+		out = append(out, Own{Table: t.Name, Space: t.Space(), Limit: t.Budget.PerUser, Delta: t.Budget.Delta, Spent: s,
 			Remaining: math.Max(0, t.Budget.PerUser-s), Default: def, Max: m, Cost: c,
 			RemainingDelta: math.Max(0, t.Budget.Delta-c.Delta), DeltaPerQuery: t.Budget.DeltaPerQuery})
 	}

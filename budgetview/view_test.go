@@ -38,35 +38,38 @@ func TestViews(t *testing.T) {
 	}
 	all := All(cat, spent)
 	type row struct {
-		scope, user, table string
-		limit, spent       float64 // limit NaN: none
+		scope, user, space, table string
+		limit, spent              float64 // limit NaN: none
 	}
 	want := []row{
-		{budget.ScopeTable, "", "adult", 100, 1},
-		{budget.ScopeUserTable, "analyst", "adult", 20, 0.75},
-		{budget.ScopeUserTable, "bob", "adult", 20, 0.25},
-		{budget.ScopeTable, "", "events", 100, 0}, // the demo's other table, unspent
-		{budget.ScopeUserTable, "analyst", "events", 20, 0},
-		{budget.ScopeUserTable, "bob", "events", 20, 0},
-		{budget.ScopeTable, "", "gone", math.NaN(), 1}, // spent on, no longer in the catalog
-		{budget.ScopeUserTable, "carol", "gone", math.NaN(), 1},
+		{budget.ScopeSpace, "", "adult", "adult", 100, 1},
+		{budget.ScopeUserSpace, "analyst", "adult", "adult", 20, 0.75},
+		{budget.ScopeUserSpace, "bob", "adult", "adult", 20, 0.25},
+		{budget.ScopeSpace, "", "customer", "events,users", 150, 0}, // the demo's other space, unspent
+		{budget.ScopeUserSpace, "analyst", "customer", "events,users", 30, 0},
+		{budget.ScopeUserSpace, "bob", "customer", "events,users", 30, 0},
+		{budget.ScopeSpace, "", "gone", "", math.NaN(), 1}, // spent in, no longer in the catalog
+		{budget.ScopeUserSpace, "carol", "gone", "", math.NaN(), 1},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("All = %+v", all)
 	}
 	for i, w := range want {
 		g := all[i]
-		if g.Scope != w.scope || g.User != w.user || g.Table != w.table || g.Spent != w.spent ||
+		if g.Scope != w.scope || g.User != w.user || g.Space != w.space || g.Table != w.table || g.Spent != w.spent ||
 			(g.Limit == nil) != math.IsNaN(w.limit) || (g.Limit != nil && (*g.Limit != w.limit || *g.Remaining != w.limit-w.spent)) {
 			t.Errorf("row %d = %+v, want %+v", i, g, w)
 		}
 	}
 
 	mine, err := Mine(ctx, cat, l, "bob")
-	if err != nil || len(mine) != 2 {
+	if err != nil || len(mine) != 3 {
 		t.Fatalf("Mine(bob) = %+v, %v", mine, err)
 	}
-	if m := mine[0]; m.Table != "adult" || m.Limit != 20 || m.Spent != 0.25 || m.Remaining != 19.75 || m.Default != 0.1 || m.Max != 2 {
+	if m := mine[2]; m.Table != "users" || m.Space != "customer" || m.Limit != 30 {
+		t.Errorf("Mine(bob) = %+v", m)
+	}
+	if m := mine[0]; m.Table != "adult" || m.Space != "adult" || m.Limit != 20 || m.Spent != 0.25 || m.Remaining != 19.75 || m.Default != 0.1 || m.Max != 2 {
 		t.Errorf("Mine(bob) = %+v", m)
 	}
 	for _, u := range []string{"auditor", "nobody"} {

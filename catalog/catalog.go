@@ -60,12 +60,15 @@ const (
 	DriverSQLite   = "sqlite"   // an SQLite file, embedded (modernc.org/sqlite)
 	DriverPostgres = "postgres" // PostgreSQL and what speaks its protocol (github.com/jackc/pgx/v5)
 	DriverMySQL    = "mysql"    // MySQL, MariaDB and what speaks their protocol (github.com/go-sql-driver/mysql)
+	// DriverClickHouse is ClickHouse over its native protocol
+	// (github.com/ClickHouse/clickhouse-go/v2), a Distributed table too.
+	DriverClickHouse = "clickhouse"
 )
 
 // Source is a database holding protected tables.
 type Source struct {
 	Name   string
-	Driver string // DriverSQLite, DriverPostgres or DriverMySQL
+	Driver string // DriverSQLite, DriverPostgres, DriverMySQL or DriverClickHouse
 	Path   string // file path for sqlite (relative paths are relative to the data directory)
 	// DSN is a server's connection string (postgres, mysql). It may hold a
 	// password: it is never logged, printed or put in an error message.
@@ -202,6 +205,15 @@ type Table struct {
 	// Unit is the table's privacy unit with its contribution bounds; nil
 	// means each row is its own unit (row-level privacy).
 	Unit *PrivacyUnit
+	// Join, on a table built by JoinTables (never one the catalog
+	// declares), is the join of protected tables on their unit it reads.
+	Join *UnitJoin
+	// ShardKey is the column a ClickHouse Distributed table is sharded by
+	// (lower-case; "" when it is not declared). When it is the privacy
+	// unit's column, every unit's rows are on one shard and contribution
+	// bounding runs on each shard; otherwise it is global (package
+	// sources). The declaration is trusted, not checked against the data.
+	ShardKey string
 }
 
 // IsPrivate reports whether name (case-insensitive) is a private column.

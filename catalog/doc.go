@@ -31,8 +31,8 @@
 // kept as written (MySQL user names are case-sensitive).
 //
 // Sources: driver (required): sqlite with path (required; relative paths
-// are relative to the data directory), or postgres / mysql with exactly one
-// of dsn (the connection string; its value never appears in an error) and
+// are relative to the data directory), or postgres / mysql / clickhouse
+// (native protocol, clickhouse://host:9000/db) with exactly one of dsn (the connection string; its value never appears in an error) and
 // dsn_env (the environment variable holding it). Optional: max_connections
 // (1–1000, the pool and the number of concurrent histogram builds),
 // version_query (a query whose value changes with the data) and cache_ttl
@@ -60,6 +60,10 @@
 //     required, 1 to MaxUnitRows; max_groups (g) and max_rows_per_group (r)
 //     are optional and at most k. Rows with a NULL unit are not counted.
 //     It must not also be listed in private_columns.
+//   - shard_key: for a clickhouse source, the column its Distributed table
+//     is sharded by. When it is the privacy unit's column, contribution
+//     bounding runs on each shard; otherwise it runs over the whole table
+//     (package sources). Trusted as declared.
 //   - private_columns: names of source columns that exist but are never
 //     read, selected, grouped, filtered or joined on (a user id); a query
 //     naming one is refused with a message (Table.Private). They must not

@@ -211,12 +211,12 @@ func TestParseErrors(t *testing.T) {
 		{"source_table", edit("source_table: raw_orders", "source_table: raw orders"),
 			`catalog.yaml:7: tables.orders.source_table: invalid table name "raw orders": use letters, digits and underscores, optionally qualified as schema.table`},
 		{"driver", edit("driver: sqlite", "driver: oracle"),
-			`catalog.yaml:3: sources.main.driver: must be one of sqlite, postgres, mysql (got "oracle")`},
+			`catalog.yaml:3: sources.main.driver: must be one of sqlite, postgres, mysql, clickhouse (got "oracle")`},
 		{"source path missing", edit("{driver: sqlite, path: shop.sqlite}", "{driver: sqlite}"),
 			"catalog.yaml:3: sources.main.path: required"},
 		{"no columns", edit("    columns:\n", "    columns: {}\n    x:\n"),
 			"catalog.yaml:10: tables.orders.columns: at least one column is required\n" +
-				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, private_columns, privacy_unit)"},
+				"catalog.yaml:11: tables.orders.x: unknown key (expected one of source, source_table, noise, budget, columns, max_cells, reuse_measurements, private_columns, privacy_unit, shard_key)"},
 		{"no tables", strings.Split(valid, "tables:")[0] + "tables: {}\n",
 			"catalog.yaml:4: tables: at least one table is required"},
 		{"tables empty", strings.Split(valid, "tables:")[0] + "tables:\nusers:\n",
@@ -330,11 +330,14 @@ func TestDemo(t *testing.T) {
 	if s := c.Sources["main"]; s == nil || s.Driver != "sqlite" || s.Path != "demo.sqlite" {
 		t.Errorf("source %+v", s)
 	}
-	if len(c.Tables) != 2 || c.Table("events") == nil {
+	if len(c.Tables) != 3 || c.Table("events") == nil || c.Table("users") == nil {
 		t.Fatalf("%d tables", len(c.Tables))
 	}
-	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 10 || ev.Column("user_id") != nil {
+	if ev := c.Table("events"); !ev.IsUnitColumn("user_id") || ev.Unit.MaxRows != 5 || ev.Column("user_id") != nil {
 		t.Errorf("events: user_id must be the privacy unit, not a domain column: %+v", ev)
+	}
+	if ev, us := c.Table("events"), c.Table("users"); ev.Space() != "customer" || us.Space() != "customer" || c.Table("adult").Space() != "adult" {
+		t.Errorf("spaces: events %s, users %s, adult %s", ev.Space(), us.Space(), c.Table("adult").Space())
 	}
 	if pt := c.PublicTable("countries"); pt == nil || len(pt.Rows) != 20 || pt.Column("region") != 2 {
 		t.Errorf("public table countries: %+v", pt)

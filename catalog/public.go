@@ -107,7 +107,7 @@ func (c *Catalog) PublicTable(name string) *PublicTable {
 }
 
 // publicTables reads the "public_tables" section.
-func (p *parser) publicTables(n node, cat *Catalog, sources []string) {
+func (p *yamlReader) publicTables(n node, cat *Catalog, sources []string) {
 	es, ok := p.entries(n, true)
 	if !ok {
 		return
@@ -123,7 +123,7 @@ func (p *parser) publicTables(n node, cat *Catalog, sources []string) {
 	}
 }
 
-func (p *parser) publicTable(e entry, sources []string) *PublicTable {
+func (p *yamlReader) publicTable(e entry, sources []string) *PublicTable {
 	nameOK := p.name(e.val, e.key)
 	f, ok := p.fields(e.val, "columns", "rows", "source", "source_table")
 	if !ok {
@@ -190,7 +190,7 @@ func (p *parser) publicTable(e entry, sources []string) *PublicTable {
 
 // publicRows reads inline rows: lists of scalars, one per column (null or
 // ~ for NULL).
-func (p *parser) publicRows(n node, t *PublicTable) {
+func (p *yamlReader) publicRows(n node, t *PublicTable) {
 	rows, ok := p.list(n)
 	if !ok {
 		return
@@ -236,7 +236,7 @@ func (p *parser) publicRows(n node, t *PublicTable) {
 
 // privateColumns reads a table's private_columns: names that must not also
 // be domain columns.
-func (p *parser) privateColumns(n node, t *Table) {
+func (p *yamlReader) privateColumns(n node, t *Table) {
 	items, ok := p.list(n)
 	if !ok {
 		return

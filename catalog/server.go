@@ -101,7 +101,7 @@ func (s Server) WithDefaults() Server {
 // server reads the optional "server" section. Timeouts are whole seconds:
 // a number (28800, as MySQL's variables) or a duration with a unit (10s,
 // 30m, 8h).
-func (p *parser) server(n node, s *Server) {
+func (p *yamlReader) server(n node, s *Server) {
 	f, ok := p.fields(n, "max_connections", "max_user_connections", "max_unauthenticated", "max_unauthenticated_per_host",
 		"handshake_timeout", "wait_timeout", "interactive_timeout")
 	if !ok {
@@ -149,7 +149,7 @@ func (p *parser) server(n node, s *Server) {
 }
 
 // seconds reads a timeout of whole seconds between low and MaxTimeout.
-func (p *parser) seconds(n node, low time.Duration) (time.Duration, bool) {
+func (p *yamlReader) seconds(n node, low time.Duration) (time.Duration, bool) {
 	s, ok := p.scalar(n)
 	if !ok {
 		return 0, false

@@ -16,6 +16,11 @@ import "fmt"
 type PrivacyUnit struct {
 	// Column names the unit in the source table (lower-case).
 	Column string
+	// Space is the privacy unit space (privacy_unit.space, lower-case):
+	// tables that declare the same space hold rows about the same people,
+	// share one budget, per analyst and in total, and may be joined on the
+	// unit ("": the table's own name; see Table.Space).
+	Space string
 	// MaxRows is k: the most rows one unit keeps (≥ 1).
 	MaxRows int64
 	// MaxGroups is g: the most distinct cells of a batch's domain one unit

@@ -270,7 +270,7 @@ func TestJoinRefusals(t *testing.T) {
 		{"SELECT COUNT(*) FROM t JOIN dup x ON t.edu = x.edu", parser.CodeDPRefused, "the join key x.edu is not unique: rows 1 and 2 of the public table dup both match edu = 'Bachelors'"},
 		{"SELECT COUNT(*) FROM t LEFT JOIN dupci x ON t.edu = x.edu", parser.CodeDPRefused, "rows 1 and 2 of the public table dupci both match edu = 'masters'"},
 		{"SELECT COUNT(*) FROM t JOIN hrs h ON t.hours = h.h", parser.CodeDPRefused, "the join ON hours = h.h is not decidable on the declared domain: a bin of hours holds several values"},
-		{"SELECT COUNT(*) FROM t JOIN u ON t.edu = u.edu", parser.CodeDPRefused, "joins between two protected tables (t and u) are not supported"},
+		{"SELECT COUNT(*) FROM t JOIN u ON t.edu = u.edu", parser.CodeDPRefused, "declares no privacy unit: protected tables are joined only on their privacy unit"},
 		{"SELECT COUNT(*) FROM t, dims d WHERE t.edu = d.edu", parser.CodeDPRefused, "a list of tables (FROM a, b) is written as a JOIN"},
 		{"SELECT COUNT(*) FROM t JOIN dims d ON t.edu <> d.edu", parser.CodeDPRefused, "ON takes one equality"},
 		{"SELECT COUNT(*) FROM t JOIN dims d ON t.edu = d.edu AND d.years > 3", parser.CodeDPRefused, "put other conditions in WHERE"},

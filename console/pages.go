@@ -98,6 +98,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 // tableCard is one table on the budgets page.
 type tableCard struct {
 	Name, Noise string
+	// Space is the table's privacy unit space; Shared its other tables,
+	// which spend from the same budgets.
+	Space       string
+	Shared      []string
 	Delta       float64
 	Gaussian    bool
 	Total       *budgetview.Scope  // auditor: the table's total
@@ -120,8 +124,14 @@ func (s *Server) budgetsPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 		if c, ok := byName[name]; ok {
 			return c
 		}
-		c := &tableCard{Name: name}
+		c := &tableCard{Name: name, Space: name}
 		if t := cat.Table(name); t != nil {
+			c.Space = t.Space()
+			for _, o := range cat.SpaceTables(c.Space) {
+				if o != t {
+					c.Shared = append(c.Shared, o.Name)
+				}
+			}
 			c.Noise, c.Delta, c.Gaussian = string(t.Noise), t.Budget.Delta, t.Noise == catalog.Gaussian
 			c.PlotEpsilon = "/plot/" + url.PathEscape(t.Name) + "/epsilon.svg"
 			if c.Gaussian {
@@ -132,13 +142,27 @@ func (s *Server) budgetsPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 		cards = append(cards, c)
 		return c
 	}
+	// A table's card shows its space's budgets (each table of a shared
+	// space shows them); a space no longer in the catalog has a card of
+	// its own.
+	for _, t := range cat.Tables {
+		card(t.Name)
+	}
 	for i := range b.Scopes {
 		sc := &b.Scopes[i]
-		c := card(sc.Table)
-		if sc.Scope == budget.ScopeTable {
-			c.Total = sc
-		} else {
-			c.Users = append(c.Users, *sc)
+		cs := []*tableCard{}
+		for _, t := range cat.SpaceTables(sc.Space) {
+			cs = append(cs, card(t.Name))
+		}
+		if len(cs) == 0 {
+			cs = append(cs, card(sc.Space))
+		}
+		for _, c := range cs {
+			if sc.Scope == budget.ScopeSpace {
+				c.Total = sc
+			} else {
+				c.Users = append(c.Users, *sc)
+			}
 		}
 	}
 	for i := range b.Budgets {

@@ -25,6 +25,7 @@ type Ledger interface {
 	Spending(ctx context.Context, q budget.SeriesQuery) (budget.Series, error)
 	SpentRows(ctx context.Context) ([]budget.SpentRow, error)
 	Spent(ctx context.Context, user, table string) (budget.Cost, error)
+	SpentSpace(ctx context.Context, user, space string) (budget.Cost, error)
 	Report(ctx context.Context, current []budget.Limit, pub ed25519.PublicKey, headsPath string) (budget.Report, error)
 	Head(ctx context.Context) (seq int64, hash string, err error)
 }

@@ -182,13 +182,17 @@ func insertEvents(n int) string {
 }
 
 // fillEvents writes the events table: rows rows from the generator seeded
-// with seed (its own stream, so that the adult rows do not depend on it).
+// with seed (its own stream, so that the adult rows do not depend on it),
+// and the users table of their users (users.go).
 func fillEvents(ctx context.Context, tx *sql.Tx, rows int, seed uint64) error {
 	if _, err := tx.ExecContext(ctx, createEvents); err != nil {
 		return err
 	}
 	r := &rng{s: seed ^ 0xe7e7_e7e7_e7e7_e7e7}
 	evs := events(r, rows)
+	if err := fillUsers(ctx, tx, evs, seed); err != nil {
+		return err
+	}
 	// The open columns from a stream of their own (traffic.go).
 	tr := drawTraffic(&rng{s: seed ^ 0x7ea_ff1c_7ea_ff1c}, evs)
 	null := func(s string) any {

@@ -17,11 +17,11 @@ import (
 // distinctOptions are the privacy options of a COUNT(DISTINCT <unit>)
 // batch and its calibration (exec.DistinctNoise). Accuracy targets are
 // not offered for it.
-func (e *Engine) distinctOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, exec.DistinctNoise, error) {
+func (e *Engine) distinctOptions(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, exec.DistinctNoise, error) {
 	if v, ok, _ := sessionFloat(s, VarMaxStderr); ok && v > 0 {
 		return planner.Options{}, budget.Cost{}, exec.DistinctNoise{}, parser.Errorf(parser.CodeDPRefused, "@dp_max_stderr is not supported for COUNT(DISTINCT %s); set it to NULL and choose @dp_epsilon", t.Unit.Column)
 	}
-	opt, cost, _, err := e.options(s, t, w)
+	opt, cost, _, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return opt, cost, exec.DistinctNoise{}, err
 	}
@@ -39,11 +39,8 @@ func (e *Engine) distinctOptions(s *Session, t *catalog.Table, w *compile.Worklo
 // units per group, exactly counted from each unit's bounded cells
 // (exec.CountDistinct), charged, then perturbed (see exec.DistinctNoise
 // for the sensitivity and cost).
-func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
-	opt, cost, n, err := e.distinctOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, p *prepared, sts []*parser.Statement) ([]*Result, error) {
+	w, opt, cost, n := p.w, p.opt, p.cost, p.distinct
 	uc, ok := e.hist.(exec.UnitCounter)
 	if !ok {
 		return nil, e.internal("count distinct", errors.New("the histogram source cannot list unit cells"))
@@ -79,12 +76,9 @@ func (e *Engine) distinct(ctx context.Context, s *Session, t *catalog.Table, w *
 }
 
 // explainDistinct finishes EXPLAIN for a COUNT(DISTINCT <unit>) batch.
-func (e *Engine) explainDistinct(s *Session, t *catalog.Table, w *compile.Workload, res *Result, queries func()) (*Result, error) {
+func (e *Engine) explainDistinct(t *catalog.Table, p *prepared, res *Result, queries func()) (*Result, error) {
 	add := func(k, v string) { res.Rows = append(res.Rows, []any{k, v}) }
-	opt, cost, n, err := e.distinctOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+	opt, cost, n := p.opt, p.cost, p.distinct
 	queries()
 	add("noise", string(opt.Noise))
 	if opt.Noise == catalog.Gaussian {

@@ -139,7 +139,7 @@ func (e *Engine) env() parser.Env { return e.envAt(time.Time{}) }
 
 // envAt is env with the request's time (NOW() is one time per request).
 func (e *Engine) envAt(now time.Time) parser.Env {
-	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Now: now}
+	return parser.Env{Protected: e.protected, Columns: e.hasColumn, Private: e.isPrivate, Public: e.publicTable, Units: e.unitColumn, Now: now}
 }
 
 // isPrivate reports whether a column is one queries never read: a
@@ -238,9 +238,9 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		if st.Kind == parser.KindPassthrough {
 			return nil, parser.Errorf(parser.CodeNotSupported, "a statement that does not read a protected table cannot share a request with DP queries; send it separately")
 		}
-		t := e.cat.Table(st.Query.Table)
-		if t == nil {
-			return nil, parser.Errorf(parser.CodeNoSuchTable, "Table '%s.%s' doesn't exist", e.cat.Database, st.Query.Table)
+		t, err := e.queryTable(ctx, st.Query)
+		if err != nil {
+			return nil, err
 		}
 		if err := compile.CheckUnit(t, st.Query); err != nil {
 			return nil, err
@@ -270,27 +270,29 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 		if user.Role != catalog.RoleAnalyst {
 			return nil, parser.Errorf(parser.CodeDPRefused, "user '%s' has role %s; only analysts run DP queries", user.Name, user.Role)
 		}
-		if st.Kind == parser.KindExplain {
-			// Consecutive EXPLAINs on one table explain the batch the same
-			// statements would form if run: one plan, one cost. Each
-			// statement gets that batch's explanation as its result.
-			j := i + 1
-			for j < len(parsed) && parsed[j].Kind == parser.KindExplain && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
-				!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
-				j++
+		// A run of consecutive statements over one table is one batch
+		// (never a top-k, which is measured alone); a run of EXPLAINs
+		// explains the batch the same statements would form if run: one
+		// plan, one cost, the explanation the result of each.
+		explain := st.Kind == parser.KindExplain
+		j := i + 1
+		for j < len(parsed) && parsed[j].Kind == st.Kind && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
+			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
+			j++
+		}
+		run := parsed[i:j]
+		tb, sb, err := e.openTable(ctx, s, t, run, explain)
+		var sx *selectionExplain
+		switch {
+		case explain && errors.As(err, &sx):
+			for r := sx.result(); i < j; i++ {
+				out = append(out, r)
 			}
-			te, _, err := e.openTable(ctx, s, t, parsed[i:j], true)
-			var sx *selectionExplain
-			if errors.As(err, &sx) {
-				for r := sx.result(); i < j; i++ {
-					out = append(out, r)
-				}
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			r, err := e.explain(ctx, s, te, parsed[i:j])
+			continue
+		case err != nil:
+			return nil, err
+		case explain:
+			r, err := e.explain(ctx, s, tb, run)
 			if err != nil {
 				return nil, err
 			}
@@ -299,24 +301,15 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			}
 			continue
 		}
-		j := i + 1
-		for j < len(parsed) && parsed[j].Kind == parser.KindAggregate && strings.EqualFold(parsed[j].Query.Table, t.Name) &&
-			!looksTopK(st.Query) && !looksTopK(parsed[j].Query) {
-			j++
-		}
-		tb, sb, err := e.openTable(ctx, s, t, parsed[i:j], false)
+		rs, err := e.batch(ctx, sb, tb, run)
 		if err != nil {
 			return nil, err
 		}
-		rs, err := e.batch(ctx, sb, tb, parsed[i:j])
-		if err != nil {
-			return nil, err
-		}
-		if len(rs) != j-i {
-			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), j-i))
+		if len(rs) != len(run) {
+			return nil, e.internal("batch", fmt.Errorf("%d results for %d statements", len(rs), len(run)))
 		}
 		for k, r := range rs {
-			out = append(out, limit(parsed[i+k], r))
+			out = append(out, limit(run[k], r))
 		}
 		i = j
 	}
@@ -356,10 +349,14 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
+// limits are the budgets a charge on t must meet: those of t's privacy unit
+// space, for the user and over all users (the catalog makes every table of
+// a space declare the same, so any of them gives the space's; a join on the
+// unit reads tables of one space only, unitjoin.go).
 func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 	return []budget.Limit{
-		{Scope: "user_table", User: user, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
-		{Scope: "table", Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: budget.ScopeUserSpace, User: user, Space: t.Space(), Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+		{Scope: budget.ScopeSpace, Space: t.Space(), Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
 	}
 }
 
@@ -378,11 +375,13 @@ func normalise(s string) string {
 }
 
 func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) ([]*Result, error) {
-	w, err := compile.Compile(t, sts)
+	p, err := e.prepare(ctx, s, t, sts)
 	if err != nil {
 		return nil, err
 	}
-	if !w.Measured() {
+	w := p.w
+	switch p.route {
+	case routeKnown:
 		// Every answer is a fact about the declared domain (groups the WHERE
 		// excludes by construction, COUNT 0, SUM NULL): exact, nothing
 		// measured, nothing charged, no ledger entry — like LIMIT 0.
@@ -391,17 +390,12 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			out[q] = assemble(w, qu, nil, nil)
 		}
 		return out, nil
+	case routeDistinct:
+		return e.distinct(ctx, s, t, p, sts)
+	case routeTopK:
+		return e.topK(ctx, s, t, p, sts)
 	}
-	if w.CountsUnits() {
-		return e.distinct(ctx, s, t, w, sts)
-	}
-	if len(w.Queries) == 1 && isTopK(w, w.Queries[0]) {
-		return e.topK(ctx, s, t, w, sts)
-	}
-	opt, cost, plan, err := e.options(s, t, w)
-	if err != nil {
-		return nil, err
-	}
+	opt, cost, plan := p.opt, p.cost, p.plan
 	key := reuseKey(t, sts, opt)
 	rs, fresh, err := e.stored.answer(ctx, key, func(ctx context.Context) ([]*Result, error) {
 		// What the stored measurements already answer, and what to
@@ -491,7 +485,7 @@ func (e *Engine) released(ctx context.Context, s *Session, t *catalog.Table, sts
 // An overspend is refused with 3901 and charges nothing.
 func (e *Engine) charge(ctx context.Context, s *Session, t *catalog.Table, mechanism, strategy string, cost budget.Cost, sts []*parser.Statement, unit *budget.UnitBound) (budget.Entry, error) {
 	entry, err := e.ledger.Charge(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(), Spaces: []string{t.Space()},
 		Mechanism: mechanism, Strategy: strategy, Cost: cost, QueryDigest: digest(sts), Unit: unit,
 	}, e.limits(s.User, t))
 	if err != nil {
@@ -511,6 +505,9 @@ func (e *Engine) planError(err error) error {
 	var cells *planner.CellsError
 	if errors.As(err, &cells) {
 		return parser.Errorf(parser.CodeDPRefused, "%s", cells.Error())
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // the request's context ended planning, as in released
 	}
 	return e.internal("plan", err)
 }

@@ -237,7 +237,7 @@ func TestAccuracyTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, _, p, err := f.eng.options(s, tab, w)
+	opt, _, p, err := f.eng.options(context.Background(), s, tab, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,10 @@ import (
 // TestJoinPublicTable answers a count per region of the demo's events
 // joined to its public table countries, and checks it against the exact
 // counts of the same join over the events each shopper keeps (the privacy
-// unit user_id, max_rows 10: the ten of least sources.UnitHash, replayed
-// here): noise at ε = 2 per shopper (Laplace scale 5 per country count,
-// ≤ 7 countries per region: standard deviation under 19) never moves a
-// region by 200 (false failure rate below 10⁻¹⁰).
+// unit user_id, max_rows k = 5: the k of least sources.UnitHash64,
+// replayed here): noise at ε = 2 per shopper (Laplace scale k/2 = 2.5 per
+// country count, ≤ 7 countries per region: standard deviation under 10)
+// never moves a region by 200 (false failure rate below 10⁻¹⁰).
 func TestJoinPublicTable(t *testing.T) {
 	f := newFixtureCatalog(t, string(catalog.DemoYAML()))
 	s := session("analyst", map[string]any{"dp_epsilon": 2.0})
@@ -54,14 +54,14 @@ func TestJoinPublicTable(t *testing.T) {
 		if err := rows.Scan(&u, &ts, &country, &device, &page, &dur, &amount, &referrer, &search); err != nil {
 			t.Fatal(err)
 		}
-		h := sources.UnitHash(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount, referrer, search)
+		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount, referrer, search))
 		byUser[u] = append(byUser[u], event{h, fmt.Sprint(country), fmt.Sprint(device)})
 	}
 	rows.Close()
 	exact := map[string]float64{}
 	for _, es := range byUser {
 		slices.SortFunc(es, func(a, b event) int { return strings.Compare(a.hash, b.hash) })
-		for _, e := range es[:min(len(es), 10)] {
+		for _, e := range es[:min(len(es), int(f.cfg.Catalog.Table("events").Unit.MaxRows))] {
 			if e.device == "mobile" {
 				exact[region[e.country]]++
 			}
@@ -118,7 +118,7 @@ func TestJoinPublicTable(t *testing.T) {
 	for _, tc := range []struct{ sql, msg string }{
 		{"SELECT COUNT(*) FROM events WHERE user_id = 3", "column 'user_id' of 'events' is private"},
 		{"SELECT user_id, COUNT(*) FROM events GROUP BY user_id", "column 'user_id' of 'events' is private"},
-		{"SELECT COUNT(*) FROM events e JOIN adult a ON e.country = a.sex", "joins between two protected tables (events and adult)"},
+		{"SELECT COUNT(*) FROM events e JOIN adult a ON e.country = a.sex", "table 'adult' declares no privacy unit: protected tables are joined only on their privacy unit"},
 		{"SELECT COUNT(*) FROM events e JOIN countries d ON e.user_id = d.code", "column 'user_id' of 'events' is private"},
 	} {
 		_, err := f.eng.Answer(context.Background(), s, []string{tc.sql})

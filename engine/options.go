@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -106,7 +107,7 @@ func defaultEpsilon(u *catalog.User, t *catalog.Table) float64 {
 // spent; the plan is returned too, and must be the one measured), else
 // @dp_rho on Gaussian tables, else @dp_epsilon, else the user's or the
 // table's default; all capped by the per-query maximum.
-func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, *planner.Plan, error) {
+func (e *Engine) options(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, *planner.Plan, error) {
 	u := e.cat.User(s.User)
 	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
 	if err != nil {
@@ -127,7 +128,7 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 	var plan *planner.Plan
 	switch {
 	case hasTarget:
-		plan, err = e.forTarget(t, w, target)
+		plan, err = e.forTarget(ctx, t, w, target)
 		if err != nil {
 			return planner.Options{}, budget.Cost{}, nil, err
 		}
@@ -174,8 +175,8 @@ func (e *Engine) options(s *Session, t *catalog.Table, w *compile.Workload) (pla
 // (planner.ForTarget), within the option's range: a target that needs more
 // than its largest value is refused; one the smallest meets is planned at
 // the smallest (more accurate than asked, at a negligible cost).
-func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
-	p, err := e.planner.ForTarget(w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells), Unit: planner.ContributionOf(t.Unit)}, target)
+func (e *Engine) forTarget(ctx context.Context, t *catalog.Table, w *compile.Workload, target float64) (*planner.Plan, error) {
+	p, err := e.planner.ForTarget(ctx, w, planner.Options{Noise: t.Noise, Objective: planner.ObjectiveMaxVariance, MaxCells: float64(t.MaxCells), Unit: planner.ContributionOf(t.Unit)}, target)
 	if err != nil {
 		return nil, e.planError(err)
 	}
@@ -198,7 +199,7 @@ func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64
 		} else {
 			o.Epsilon = r.Max
 		}
-		at, err := e.choose(w, o)
+		at, err := e.choose(ctx, w, o)
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +214,7 @@ func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64
 		} else {
 			o.Epsilon = r.Min
 		}
-		return e.choose(w, o)
+		return e.choose(ctx, w, o)
 	}
 	return p, nil
 }
@@ -221,8 +222,8 @@ func (e *Engine) forTarget(t *catalog.Table, w *compile.Workload, target float64
 // choose plans w under opt. A privacy parameter too small for every
 // strategy's sensitivity (a noise scale beyond noise.MaxScale) is refused
 // with 3900: it depends only on the query, the domain and the option.
-func (e *Engine) choose(w *compile.Workload, opt planner.Options) (*planner.Plan, error) {
-	p, err := e.planner.Choose(w, opt)
+func (e *Engine) choose(ctx context.Context, w *compile.Workload, opt planner.Options) (*planner.Plan, error) {
+	p, err := e.planner.Choose(ctx, w, opt)
 	if errors.Is(err, planner.ErrScale) {
 		what := fmt.Sprintf("ε = %g", opt.Epsilon)
 		if opt.Noise == catalog.Gaussian {

@@ -94,7 +94,7 @@ func TestChooseRefusesTooSmallParameters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.eng.choose(w, planner.Options{Noise: catalog.Gaussian, Rho: 1e-40})
+	_, err = f.eng.choose(context.Background(), w, planner.Options{Noise: catalog.Gaussian, Rho: 1e-40})
 	refusal(t, err, parser.CodeDPRefused, "ρ = 1e-40 is too small for this batch")
 }
 
@@ -168,7 +168,7 @@ func TestAccuracyTargetWithinRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, target := range []float64{1e-6, 0.01, 0.3, 3, 1e15} {
-		p, err := f.eng.forTarget(tab, w, target)
+		p, err := f.eng.forTarget(context.Background(), tab, w, target)
 		if err != nil {
 			t.Fatalf("target %g: %v", target, err)
 		}

@@ -51,16 +51,19 @@ func (l *Live) Catalog() *catalog.Catalog {
 }
 
 // Limits lists a catalog's budget rules as the ledger records them (see
-// budget.RecordLimits): for each table, its total over all users
-// (ScopeTable) and its per-user budget (ScopeUserTable with User "": every
-// user on the table separately), each with the table's δ. They are the
-// rules behind the limits Engine passes to each charge.
+// budget.RecordLimits): for each privacy unit space, its total over all
+// users (ScopeSpace) and its per-user budget (ScopeUserSpace with User "":
+// every user in the space separately), each with the space's δ. The
+// catalog makes the tables of a space agree on these, so the first table
+// gives them. They are the rules behind the limits Engine passes to each
+// charge.
 func Limits(cat *catalog.Catalog) []budget.Limit {
 	out := make([]budget.Limit, 0, 2*len(cat.Tables))
-	for _, t := range cat.Tables {
+	for _, sp := range cat.Spaces() {
+		t := cat.SpaceTables(sp)[0]
 		out = append(out,
-			budget.Limit{Scope: budget.ScopeTable, Table: t.Name, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
-			budget.Limit{Scope: budget.ScopeUserTable, Table: t.Name, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta})
+			budget.Limit{Scope: budget.ScopeSpace, Space: sp, Epsilon: t.Budget.Total, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta},
+			budget.Limit{Scope: budget.ScopeUserSpace, Space: sp, Epsilon: t.Budget.PerUser, Delta: t.Budget.Delta, MaxDelta: t.Budget.Delta})
 	}
 	return out
 }
@@ -80,10 +83,20 @@ type ReloadResult struct {
 // SyncLimits records, at start-up, the limits of the catalog in force that
 // differ from those the ledger last recorded for the same scopes (a catalog
 // edited while no proxy ran), and the first value of every scope the
-// ledger has no record of (see budget.RecordLimits).
+// ledger has no record of (see budget.RecordLimits). First it maps the
+// tables of charges written before privacy unit spaces into their spaces
+// in this catalog (see budget.Ledger.MapSpaces), so that the spaces'
+// budgets count those charges.
 func (l *Live) SyncLimits(ctx context.Context) ([]budget.LimitChange, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	mapped, err := l.eng.ledger.MapSpaces(ctx, l.eng.cat.SpaceOf())
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mapped {
+		l.eng.log.Info("charges written before privacy unit spaces now count in their table's space", "table", m.Table, "space", m.Space)
+	}
 	return l.eng.ledger.RecordLimits(ctx, Limits(l.eng.cat), nil)
 }
 
@@ -111,7 +124,7 @@ func (l *Live) Reload(ctx context.Context, next *catalog.Catalog) (ReloadResult,
 	l.eng.keys = old.keys         // so are released keys
 	old.log.Info("catalog reloaded", "path", next.Path, "limits_changed", len(changes), "ignored", len(ignored))
 	for _, c := range changes {
-		old.log.Info("limit changed", "scope", c.Limit.Scope, "table", c.Limit.Table, "user", c.Limit.User,
+		old.log.Info("limit changed", "scope", c.Limit.Scope, "space", c.Limit.Space, "user", c.Limit.User,
 			"epsilon", c.Limit.Epsilon, "previous_epsilon", c.Previous.Epsilon, "delta", c.Limit.Delta)
 	}
 	for _, s := range ignored {
@@ -149,8 +162,24 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 			ignored = append(ignored, "table "+t.Name+" removed")
 		case nt.Source != t.Source || nt.SourceTable != t.SourceTable || nt.Noise != t.Noise || !reflect.DeepEqual(nt.Columns, t.Columns) || !slices.Equal(nt.Private, t.Private):
 			ignored = append(ignored, "table "+t.Name+": source, noise, columns or private columns (its budget is not changed either)")
+		case nt.Space() != t.Space():
+			ignored = append(ignored, "table "+t.Name+": privacy unit space "+t.Space()+" → "+nt.Space()+" (its budget is not changed either)")
 		default:
 			c.Budget = nt.Budget
+		}
+	}
+	// A space has one budget: if the changes applied leave its tables
+	// disagreeing (some of them were not applied), none is.
+	for _, sp := range out.Spaces() {
+		ts := out.SpaceTables(sp)
+		for _, x := range ts[1:] {
+			if x.Budget.Total != ts[0].Budget.Total || x.Budget.PerUser != ts[0].Budget.PerUser || x.Budget.Delta != ts[0].Budget.Delta {
+				for _, y := range ts {
+					y.Budget = cur.Table(y.Name).Budget
+				}
+				ignored = append(ignored, "space "+sp+": budget (not every table of the space could take the new one)")
+				break
+			}
 		}
 	}
 	for _, nt := range next.Tables {

@@ -260,7 +260,7 @@ func named(stored []*Result, sts []*parser.Statement) []*Result {
 // it costs nothing, so a crash that loses it loses no accounting.
 func (e *Engine) recordReuse(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement) error {
 	if err := e.ledger.RecordReuse(ctx, budget.Charge{
-		User: s.User, ConnID: s.ConnID, Tables: []string{t.Name},
+		User: s.User, ConnID: s.ConnID, Tables: t.JoinedTables(),
 		Mechanism: "reuse", Strategy: "stored answer", QueryDigest: digest(sts),
 	}); err != nil {
 		return e.internal("ledger record", err)

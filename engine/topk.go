@@ -74,8 +74,8 @@ const epsilonGrid = 1 << 40
 // ε, exponential mechanism) and the measurement of the selected groups'
 // values, by the table's topk_selection_share. It returns the measurement's
 // options, the total cost, and the selection's ε.
-func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
-	opt, cost, _, err := e.options(s, t, w)
+func (e *Engine) topKOptions(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload) (planner.Options, budget.Cost, float64, error) {
+	opt, cost, _, err := e.options(ctx, s, t, w)
 	if err != nil {
 		return opt, cost, 0, err
 	}
@@ -122,12 +122,9 @@ func (e *Engine) topKOptions(s *Session, t *catalog.Table, w *compile.Workload) 
 // with the remaining budget by the matrix mechanism and only the selected
 // groups are shown (post-processing). Both are charged in one ledger entry
 // before anything is released.
-func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *compile.Workload, sts []*parser.Statement) ([]*Result, error) {
+func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, p *prepared, sts []*parser.Statement) ([]*Result, error) {
+	w, opt, cost, selEps := p.w, p.opt, p.cost, p.selEps
 	q := w.Queries[0]
-	opt, cost, selEps, err := e.topKOptions(s, t, w)
-	if err != nil {
-		return nil, err
-	}
 	key := reuseKey(t, sts, opt) + fmt.Sprintf("|topk(%v,%v)", selEps, cost)
 	if selEps > EpsilonRange.Max {
 		return nil, parser.Errorf(parser.CodeDPRefused, "the top-k selection's ε = %g is above the largest supported (%g)", selEps, EpsilonRange.Max)
@@ -142,7 +139,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		strategy := "top-k"
 		if measuresValues(q) {
 			var err error
-			if plan, err = e.choose(w, opt); err != nil {
+			if plan, err = e.choose(ctx, w, opt); err != nil {
 				return nil, err
 			}
 			mechanism += "+" + string(opt.Noise)
@@ -150,6 +147,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, w *comp
 		}
 		var version string // measurements of the values are kept like any
 		if plan != nil {
+			var err error
 			if version, err = e.measurementVersion(ctx, t); err != nil {
 				return nil, err
 			}

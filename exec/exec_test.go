@@ -184,7 +184,7 @@ func TestMarginalRoundTripWithoutNoise(t *testing.T) {
 		{oneWayGroups, planner.Options{Noise: catalog.Laplace, Epsilon: 1, Objective: planner.ObjectiveMaxVariance}},
 	} {
 		w, opt := workload(t, tc.qs...), tc.opt
-		p, err := planner.Choose(w, opt)
+		p, err := planner.Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestEmpiricalErrorMatchesPlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := workload(t, tc.qs...)
-			p, err := planner.Choose(w, tc.opt)
+			p, err := planner.Choose(context.Background(), w, tc.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func empiricalError(t *testing.T, p *planner.Plan, w *compile.Workload, x []floa
 // 95% of the time, and not much more.
 func TestHalfWidth95CoversDirectLaplace(t *testing.T) {
 	w := workload(t, rangesAndGroups[0])
-	p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 0.3})
+	p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 0.3})
 	if err != nil || p.Kind != planner.Direct {
 		t.Fatalf("plan %v %v", p, err)
 	}
@@ -346,7 +346,7 @@ func TestHalfWidth95CoversDirectLaplace(t *testing.T) {
 // shares sum to more than the batch's ε.
 func TestMarginalRefusesUndercalibratedPlan(t *testing.T) {
 	w := workload(t, oneWayGroups...)
-	p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil || p.Kind != planner.Marginal {
 		t.Fatalf("plan %v %v", p, err)
 	}
@@ -436,7 +436,7 @@ func TestFetchCountsOnlyTheMarginals(t *testing.T) {
 	} {
 		w := workload(t, withSum...)
 		w.Table.Source = "main"
-		p, err := planner.Choose(w, opt)
+		p, err := planner.Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/big"
@@ -56,7 +57,7 @@ func BenchmarkPlanMeasureCube(b *testing.B) {
 	r := noise.NewRand()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+		p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestEmpiricalErrorMatchesPlanOnGrid(t *testing.T) {
 	} {
 		t.Run(string(opt.Noise), func(t *testing.T) {
 			w := dashWorkload(t)
-			p, err := planner.New().Choose(w, opt)
+			p, err := planner.New().Choose(context.Background(), w, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +186,7 @@ func TestExactKroneckerPaths(t *testing.T) {
 func BenchmarkMeasureCube(b *testing.B) {
 	w := cubeWorkload(b)
 	x := histogram(w.Cells())
-	p, err := planner.New().Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := planner.New().Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func BenchmarkMeasureCube(b *testing.B) {
 // Reconstruction alone: x̂ = (⊗A_j⁺)y over 10⁶ cells.
 func BenchmarkReconstructCube(b *testing.B) {
 	w := cubeWorkload(b)
-	p, err := planner.New().Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := planner.New().Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

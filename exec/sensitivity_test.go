@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -94,7 +95,7 @@ func TestSensitivityWorstNeighbour(t *testing.T) {
 			t.Fatalf("%q: %v", texts, err)
 		}
 		for _, opt := range []planner.Options{{Noise: catalog.Laplace, Epsilon: 1}, {Noise: catalog.Gaussian, Rho: 0.5}} {
-			p, err := planner.Choose(w, opt)
+			p, err := planner.Choose(context.Background(), w, opt)
 			if err != nil {
 				t.Fatal(err)
 			}

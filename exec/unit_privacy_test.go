@@ -188,7 +188,7 @@ func TestUnitPrivacyEmpirical(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := unitWorkload(t, tab, tc.texts...)
 			sample := func(set *sources.Set, unit planner.Contribution, seed uint64) []float64 {
-				p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: eps, Unit: unit})
+				p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: eps, Unit: unit})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -265,7 +265,7 @@ func TestUnitBeyondMaxRowsMovesAnswerByAtMostK(t *testing.T) {
 	ctx := context.Background()
 	tab, without, with := unitNeighbours(t, k)
 	w := unitWorkload(t, tab, "SELECT COUNT(*) FROM t", "SELECT b, COUNT(*) FROM t GROUP BY b")
-	p, err := planner.Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 100, Unit: planner.Contribution{Rows: k}})
+	p, err := planner.Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 100, Unit: planner.Contribution{Rows: k}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -75,7 +76,7 @@ func TestUnitSensitivityWorstUnit(t *testing.T) {
 			changes := unitChanges(w.Cells(), bound)
 			for _, opt := range []planner.Options{{Noise: catalog.Laplace, Epsilon: 0.7, Unit: bound}, {Noise: catalog.Gaussian, Rho: 0.3, Unit: bound}} {
 				gauss := opt.Noise == catalog.Gaussian
-				p, err := planner.Choose(w, opt)
+				p, err := planner.Choose(context.Background(), w, opt)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
 // Store keeps measurements in a SQLite file, at most MaxBytes of encoded
@@ -61,12 +61,10 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
 	}
 	uri := "file::memory:"
 	if path != "" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
+		var err error
+		if uri, _, err = sqlitefile.URI(path, "_pragma=journal_mode(WAL)", "_pragma=busy_timeout(10000)", "_pragma=synchronous(NORMAL)", "_txlock=immediate"); err != nil {
 			return nil, fmt.Errorf("measure: open %s: %w", path, err)
 		}
-		uri = "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
-			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	}
 	db, err := sql.Open("sqlite", uri)
 	if err != nil {

@@ -214,12 +214,17 @@ var (
 		// a table with a privacy unit (budget.UnitBound as JSON); NULL for
 		// row privacy.
 		column(TableLedger, "unit", varchar(1024), true),
+		// The privacy unit spaces a charge spent in, comma-separated; NULL
+		// for entries that name none (those written before spaces, and
+		// zero-cost entries).
+		column(TableLedger, "space_names", varchar(1024), true),
 	}
 	budgetsSchema = sql.Schema{
-		column(TableBudgets, "scope", varchar(16), false), // table or user_table
+		column(TableBudgets, "scope", varchar(16), false), // space or user_space
 		column(TableBudgets, "user_name", varchar(255), true),
-		column(TableBudgets, "table_name", varchar(255), false),
-		column(TableBudgets, "limit_epsilon", types.Float64, true), // NULL: the table is no longer in the catalog
+		column(TableBudgets, "space_name", varchar(255), false),
+		column(TableBudgets, "table_name", varchar(1024), false),   // the space's tables, comma-separated
+		column(TableBudgets, "limit_epsilon", types.Float64, true), // NULL: the space is no longer in the catalog
 		column(TableBudgets, "delta", types.Float64, false),
 		column(TableBudgets, "spent_epsilon", types.Float64, false), // ε of the spend at delta
 		column(TableBudgets, "remaining_epsilon", types.Float64, true),
@@ -228,6 +233,7 @@ var (
 	}
 	myBudgetSchema = sql.Schema{
 		column(TableMyBudget, "table_name", varchar(255), false),
+		column(TableMyBudget, "space_name", varchar(255), false), // the budget is the space's, shared by its tables
 		column(TableMyBudget, "limit_epsilon", types.Float64, false),
 		column(TableMyBudget, "delta", types.Float64, false),
 		column(TableMyBudget, "spent_epsilon", types.Float64, false),
@@ -256,15 +262,20 @@ func (d *auditDB) ledgerRows(ctx *sql.Context) ([]sql.Row, error) {
 			}
 			unit = string(b)
 		}
+		var spaces any
+		if len(e.Spaces) > 0 {
+			spaces = strings.Join(e.Spaces, ",")
+		}
 		rows[i] = sql.Row{e.Seq, e.Time.UTC(), e.Kind, e.User, e.ConnID, strings.Join(e.Tables, ","),
-			e.Mechanism, e.Strategy, e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit}
+			e.Mechanism, e.Strategy, e.Cost.Epsilon, e.Cost.Rho, e.QueryDigest, e.PrevHash, e.Hash, unit, spaces}
 	}
 	return rows, nil
 }
 
 // budgetRows is the auditor's view of budgetview.All over the spends
-// recomputed from the entries. Tables spent on but no longer in the
-// catalog have a NULL limit; remaining_epsilon is limit − spent, negative
+// recomputed from the entries: one row per privacy unit space and per
+// user in it. Spaces spent in but no longer in the catalog have a NULL
+// limit; remaining_epsilon is limit − spent, negative
 // if a limit was lowered below the spend.
 func (d *auditDB) budgetRows(ctx *sql.Context) ([]sql.Row, error) {
 	spent, err := d.ledger.Budgets(ctx)
@@ -280,7 +291,7 @@ func (d *auditDB) budgetRows(ctx *sql.Context) ([]sql.Row, error) {
 		if r.Limit != nil {
 			limit, rem = *r.Limit, *r.Remaining
 		}
-		rows = append(rows, sql.Row{r.Scope, user, r.Table, limit, r.Delta, r.Spent, rem, r.Cost.Epsilon, r.Cost.Rho})
+		rows = append(rows, sql.Row{r.Scope, user, r.Space, r.Table, limit, r.Delta, r.Spent, rem, r.Cost.Epsilon, r.Cost.Rho})
 	}
 	return rows, nil
 }
@@ -299,7 +310,7 @@ func (d *auditDB) myBudgetRows(ctx *sql.Context) ([]sql.Row, error) {
 		if r.Max > 0 {
 			maxEps = r.Max
 		}
-		rows = append(rows, sql.Row{r.Table, r.Limit, r.Delta, r.Spent, r.Remaining, r.Default, maxEps,
+		rows = append(rows, sql.Row{r.Table, r.Space, r.Limit, r.Delta, r.Spent, r.Remaining, r.Default, maxEps,
 			r.Cost.Delta, r.RemainingDelta, r.DeltaPerQuery})
 	}
 	return rows, nil

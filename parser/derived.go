@@ -562,6 +562,9 @@ func (c *classifier) writtenName(e *sqlparser.AliasedExpr) string {
 // text from its first to its last token (a lone quoted string unquoted).
 func (c *classifier) exprName(e *sqlparser.AliasedExpr) string {
 	if col, ok := unparen(e.Expr).(*sqlparser.ColName); ok {
+		if w, ok := c.written[col]; ok {
+			return w
+		}
 		return col.Name.String()
 	}
 	if text := c.text; e.StartParsePos >= 0 && e.StartParsePos < e.EndParsePos && e.EndParsePos <= len(text) {

@@ -1,10 +1,5 @@
-// Package parser turns MySQL SQL text into dpproxy's query IR, refusing
-// (with a precise MySQL error) anything that would expose rows.
-//
-// The IR is deliberately small: a statement names one protected table, a
-// select list of group columns and aggregates, a structured predicate, group
-// columns, ordering and a limit. It carries no matrices; compile/ turns it
-// into workload rows over the declared domain.
+// The query IR: statements, select items, predicates.
+
 package parser
 
 // StatementKind says what the proxy must do with a statement.
@@ -148,6 +143,9 @@ type Query struct {
 	// key on the whole domain (Join.Match) even when the query reads none
 	// of its columns.
 	Joins []Join
+	// UnitJoin, when not nil, is the join of protected tables on their unit
+	// that Table names (Table is then UnitJoin.Name()).
+	UnitJoin *UnitJoin
 }
 
 // OrderItem orders the output rows. Exactly one of Column / SelectIndex is meaningful:

@@ -37,6 +37,9 @@ type Env struct {
 	Columns   Columns
 	Private   PrivateColumns
 	Public    PublicTables
+	// Units names each protected table's privacy unit column; nil declares
+	// none (a join of protected tables is then refused).
+	Units Units
 	// Now is the request's time (see ParseAt); the zero time is time.Now().
 	Now time.Time
 }
@@ -67,8 +70,12 @@ type Env struct {
 // a join never counts one protected row twice and the sensitivity is that
 // of the same query without the join).
 //
+// Two or more protected tables of one privacy unit space may be joined on
+// their unit (unitjoin.go): FROM events e [LEFT] JOIN users u ON e.user_id
+// = u.user_id; the query then reads one joined table (Query.UnitJoin).
+//
 // Refused with 3900 and what to write instead: joins between protected
-// tables, a join on a private column, joins to a table that is neither
+// tables that are not on their unit, a join on a private column, joins to a table that is neither
 // protected nor public, a protected table that is not the preserved side
 // (public LEFT JOIN protected), RIGHT joins from the protected table, FULL,
 // NATURAL and CROSS joins, joins without a condition (FROM t, d), ON
@@ -420,7 +427,7 @@ func (b *selectBuilder) qualifiesJoin(q sqlparser.TableName, j *joined) bool {
 // checkColumn checks a resolved column of the protected table: it must be a
 // domain column, not a private one.
 func (b *selectBuilder) checkColumn(c *sqlparser.ColName, name, clause string) error {
-	if strings.Contains(name, ".") {
+	if b.dimName(name) {
 		return nil
 	}
 	table := strings.ToLower(b.table.Name.String())
@@ -434,7 +441,7 @@ func (b *selectBuilder) checkColumn(c *sqlparser.ColName, name, clause string) e
 }
 
 func (b *selectBuilder) checkColumnName(name, clause string) error {
-	if strings.Contains(name, ".") {
+	if b.dimName(name) {
 		return nil
 	}
 	return b.checkColumn(&sqlparser.ColName{Name: sqlparser.NewColIdent(name)}, name, clause)
@@ -452,7 +459,7 @@ func (b *selectBuilder) rewriteJoins(q *Query) {
 		return
 	}
 	f := func(e Expr) (Expr, bool) {
-		if c, ok := e.(Col); ok && strings.Contains(c.Name, ".") {
+		if c, ok := e.(Col); ok && b.dimName(c.Name) {
 			return b.joinExpr(c.Name), true
 		}
 		return nil, false
@@ -464,7 +471,7 @@ func (b *selectBuilder) rewriteJoins(q *Query) {
 			match = append(match, Truth{X: j.lookup(-1)})
 		}
 	}
-	dim := func(name string) bool { return strings.Contains(name, ".") }
+	dim := b.dimName
 	item := func(it *SelectItem) {
 		if dim(it.Column) {
 			if it.Agg == AggNone {
@@ -557,6 +564,22 @@ func rewriteAggExpr(e *AggExpr, f func(Expr) (Expr, bool)) {
 	for _, a := range e.Args {
 		rewriteAggExpr(a, f)
 	}
+}
+
+// dimName reports whether a resolved name is a column of a joined public
+// table (alias.column); a column of a join of protected tables
+// (table.column, unitjoin.go) is not.
+func (b *selectBuilder) dimName(name string) bool {
+	q, _, ok := strings.Cut(name, ".")
+	if !ok {
+		return false
+	}
+	for _, j := range b.joins {
+		if j.qual == q {
+			return true
+		}
+	}
+	return false
 }
 
 // qualifiesAJoin reports whether q names a joined public table.

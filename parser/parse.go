@@ -248,7 +248,8 @@ func parseOneEnv(p piece, env Env) (Statement, error) {
 		}
 		return Statement{Kind: KindPassthrough, Text: p.text}, nil
 	}
-	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public, now: env.Now}
+	c := &classifier{text: p.text, protected: env.Protected, columns: env.Columns, private: env.Private, public: env.Public, units: env.Units, now: env.Now}
+	c.withJoins()
 	st, err := c.statement(tree)
 	if err != nil {
 		return Statement{}, err
@@ -387,7 +388,13 @@ type classifier struct {
 	columns   Columns        // nil: existence of columns is not checked
 	private   PrivateColumns // nil: no private columns
 	public    PublicTables   // nil: no public tables
+	units     Units          // nil: no table declares a privacy unit
 	now       time.Time      // the request's time, UTC, whole seconds
+	// virtual are the joins of protected tables this statement's SELECTs
+	// read (unitjoin.go), by lower-case name; written is how each column
+	// they renamed was written.
+	virtual map[string]*UnitJoin
+	written map[*sqlparser.ColName]string
 }
 
 func (c *classifier) isProtected(t sqlparser.TableName) bool {

@@ -1,8 +1,8 @@
 package planner
 
 import (
+	"context"
 	"testing"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -48,7 +48,7 @@ func cubeWorkload(tb testing.TB) *compile.Workload {
 func BenchmarkChooseCube(b *testing.B) {
 	w := cubeWorkload(b)
 	for i := 0; i < b.N; i++ {
-		if _, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		if _, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func BenchmarkChooseCube(b *testing.B) {
 // Per-answer variances of the 10⁶ groups (what exec and EXPLAIN evaluate).
 func BenchmarkVarianceCube(b *testing.B) {
 	w := cubeWorkload(b)
-	p, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func BenchmarkVarianceCube(b *testing.B) {
 func BenchmarkChooseCached(b *testing.B) {
 	w := cubeWorkload(b)
 	pl := New()
-	if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+	if _, err := pl.Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := pl.Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		if _, err := pl.Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -103,9 +103,9 @@ func BenchmarkKronError(b *testing.B) {
 	}
 }
 
-func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
+func benchOptimizeLaplace(b *testing.B, g Gram, work float64) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeLaplace(g, time.Now().Add(budget))
+		r, err := optimizeLaplace(context.Background(), g, work)
 		if err != nil || r == nil {
 			b.Fatal(err)
 		}
@@ -114,20 +114,20 @@ func benchOptimizeLaplace(b *testing.B, g Gram, budget time.Duration) {
 }
 
 func BenchmarkOptimizeLaplaceAllRange1024(b *testing.B) {
-	benchOptimizeLaplace(b, AllRangeGram{Size: 1024}, 600*time.Millisecond)
+	benchOptimizeLaplace(b, AllRangeGram{Size: 1024}, columnWork(1024))
 }
 
 func BenchmarkOptimizeLaplacePrefix1024(b *testing.B) {
-	benchOptimizeLaplace(b, PrefixGram{Size: 1024}, 600*time.Millisecond)
+	benchOptimizeLaplace(b, PrefixGram{Size: 1024}, columnWork(1024))
 }
 
 func BenchmarkOptimizeLaplaceAllRange4096(b *testing.B) {
-	benchOptimizeLaplace(b, AllRangeGram{Size: 4096}, 9600*time.Millisecond)
+	benchOptimizeLaplace(b, AllRangeGram{Size: 4096}, workOf(9.6))
 }
 
 func benchOptimizeGauss(b *testing.B, g Gram) {
 	for i := 0; i < b.N; i++ {
-		r, err := optimizeGauss(g, time.Now().Add(time.Minute))
+		r, err := optimizeGauss(context.Background(), g, workOf(60)) // to its tolerance
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,11 +1,14 @@
 package planner
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
 )
 
 // Planner chooses strategies and remembers what it optimised. It caches
@@ -13,17 +16,10 @@ import (
 // the column's effective Gram matrix (its hash, which includes the size) —
 // and whole plans by workload fingerprint, so a repeated dashboard query
 // plans in microseconds. A Planner is safe for concurrent use; the package
-// holds no mutable global state.
+// holds no mutable global state. Its caches change how fast it plans, never
+// what: the optimisers stop by counted work (effort.go), so a plan is the
+// same from a warm Planner, a cold one and the package-level Choose.
 type Planner struct {
-	// Budget bounds the time one Choose may spend optimising per-column
-	// strategies (the optimisers stop at their deadline with the best
-	// strategy so far). Zero means DefaultBudget.
-	Budget time.Duration
-	// ColumnFloor is the least time one column's optimiser is given when
-	// Budget allows it (zero: 50 ms, 150 ms from 128 cells). A slow
-	// machine, or the race detector, may need more for the optimiser to
-	// beat the enumerated strategies; the plan is never worse for it.
-	ColumnFloor time.Duration
 	// MaxEntries bounds each cache (oldest entries are evicted first).
 	// Zero means 256.
 	MaxEntries int
@@ -41,15 +37,12 @@ type Planner struct {
 	used     int64
 	noCache  bool
 	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
-	optimiser func(Gram, catalog.NoiseFamily, time.Time) (*colOpt, optInfo, error)
+	optimiser func(context.Context, Gram, catalog.NoiseFamily, float64) (*colOpt, optInfo, error)
 }
 
 // errOptimiserPanicked is what requests waiting on a column get when the
 // optimiser computing it panicked.
 var errOptimiserPanicked = errors.New("planner: the strategy optimiser failed")
-
-// DefaultBudget is the optimisation budget of a Planner with Budget unset.
-const DefaultBudget = 300 * time.Millisecond
 
 // New returns a Planner with caches.
 func New() *Planner { return &Planner{} }
@@ -66,13 +59,7 @@ type optInfo struct {
 	real    float64 // objective of the real-valued optimum (Δ = 1)
 	cert    *GaussCertificate
 	seconds float64
-}
-
-func (pl *Planner) budget() time.Duration {
-	if pl.Budget > 0 {
-		return pl.Budget
-	}
-	return DefaultBudget
+	work    float64 // estimated work spent (a cache hit reports it too)
 }
 
 func (pl *Planner) maxEntries() int {
@@ -83,21 +70,42 @@ func (pl *Planner) maxEntries() int {
 }
 
 // optimised returns the optimised strategy for Gram g under the noise
-// family, computing it (once, even under concurrent requests) with the
-// given deadline when it is not cached. It returns nil when the column is
-// too small for optimisation to help.
-func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
-	key := string(fam) + "|" + g.Key()
+// family within the given work, computing it (once, even under concurrent
+// requests) when it is not cached. It returns nil when the column is too
+// small for optimisation to help. The result depends on (g, fam, work)
+// alone, which is the cache key. A request waits for another computing the
+// same key only until its own ctx is done, and computes the key itself if
+// that other request was cancelled.
+func (pl *Planner) optimised(ctx context.Context, g Gram, fam catalog.NoiseFamily, work float64) (*colOpt, optInfo, error) {
+	key := fmt.Sprintf("%s|%g|%s", fam, work, g.Key())
+	run := runOptimiser
+	if pl.optimiser != nil {
+		run = pl.optimiser
+	}
 	if pl.noCache {
-		return runOptimiser(g, fam, deadline)
+		return run(ctx, g, fam, work)
 	}
-	pl.mu.Lock()
-	if pl.columns == nil {
-		pl.columns = map[string]*columnEntry{}
-	}
-	if e, ok := pl.columns[key]; ok {
+	for {
+		if err := stopped(ctx); err != nil {
+			return nil, optInfo{}, err
+		}
+		pl.mu.Lock()
+		if pl.columns == nil {
+			pl.columns = map[string]*columnEntry{}
+		}
+		e, ok := pl.columns[key]
+		if !ok {
+			break // pl.mu is held
+		}
 		pl.mu.Unlock()
-		<-e.ready
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, optInfo{}, stopped(ctx)
+		}
+		if e.err != nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
+			continue // the request computing it was cancelled, not this one
+		}
 		info := e.extra
 		info.seconds = 0 // a cache hit costs nothing
 		return e.opt, info, e.err
@@ -112,14 +120,15 @@ func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time
 	}
 	pl.mu.Unlock()
 	// Waiters block on e.ready: release them however the optimiser ends.
-	// A panic reaches this caller; the waiters see an error, and the entry
-	// is dropped so that a later request runs the optimiser again.
+	// A panic reaches this caller; the waiters see an error. A failed entry
+	// is dropped before the waiters wake, so that a later request (or a
+	// waiter whose own ctx is live, after a cancellation) runs the optimiser
+	// again.
 	returned := false
 	defer func() {
 		if !returned {
 			e.opt, e.err = nil, errOptimiserPanicked
 		}
-		close(e.ready)
 		if e.err != nil {
 			pl.mu.Lock()
 			if pl.columns[key] == e {
@@ -127,12 +136,9 @@ func (pl *Planner) optimised(g Gram, fam catalog.NoiseFamily, deadline time.Time
 			}
 			pl.mu.Unlock()
 		}
+		close(e.ready)
 	}()
-	run := runOptimiser
-	if pl.optimiser != nil {
-		run = pl.optimiser
-	}
-	e.opt, e.extra, e.err = run(g, fam, deadline)
+	e.opt, e.extra, e.err = run(ctx, g, fam, work)
 	returned = true
 	if e.err == nil && e.opt != nil {
 		pl.mu.Lock()
@@ -219,10 +225,12 @@ func planBytes(p *Plan) int64 {
 	return n
 }
 
-func runOptimiser(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+// runOptimiser optimises a strategy for g within the given work: the
+// certified convex optimum for Gaussian noise, p-Identity for Laplace.
+func runOptimiser(ctx context.Context, g Gram, fam catalog.NoiseFamily, work float64) (*colOpt, optInfo, error) {
 	if lr, ok := g.(*LowRankGram); ok && lr.Size > compressAbove {
 		if classOf, r := gramClasses(lr); r < lr.Size {
-			o, info, err := runOptimiser(reduceGram(lr, classOf, r), fam, deadline)
+			o, info, err := runOptimiser(ctx, reduceGram(lr, classOf, r), fam, work)
 			if err != nil || o == nil {
 				return nil, info, err
 			}
@@ -239,18 +247,18 @@ func runOptimiser(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt,
 	}
 	start := time.Now()
 	if fam == catalog.Gaussian {
-		r, err := optimizeGauss(g, deadline)
+		r, err := optimizeGauss(ctx, g, work)
 		if err != nil || r == nil {
 			return nil, optInfo{}, err
 		}
 		cert := r.cert
-		return optFromStrategy(r.strategy), optInfo{real: cert.Dual, cert: &cert, seconds: time.Since(start).Seconds()}, nil
+		return optFromStrategy(r.strategy), optInfo{real: cert.Dual, cert: &cert, seconds: time.Since(start).Seconds(), work: r.work}, nil
 	}
-	r, err := optimizeLaplace(g, deadline)
+	r, err := optimizeLaplace(ctx, g, work)
 	if err != nil || r == nil {
 		return nil, optInfo{}, err
 	}
-	return optFromStrategy(r.strategy), optInfo{real: r.Real, seconds: time.Since(start).Seconds()}, nil
+	return optFromStrategy(r.strategy), optInfo{real: r.Real, seconds: time.Since(start).Seconds(), work: r.Work}, nil
 }
 
 // cachedPlan returns a copy of a cached plan for the fingerprint.
@@ -289,4 +297,51 @@ func (pl *Planner) storePlan(key string, p *Plan) {
 	cp := *p
 	pl.plans[key] = &cp
 	pl.charge("p"+key, planBytes(p))
+}
+
+// fingerprint identifies a workload's structure and the options: equal
+// fingerprints get equal plans.
+func fingerprint(w *compile.Workload, opt Options) string {
+	var rows [][]float64
+	sizes := make([]float64, 0, len(w.Columns))
+	for _, s := range w.Sizes() {
+		sizes = append(sizes, float64(s))
+	}
+	rows = append(rows, sizes, []float64{opt.Epsilon, opt.Rho})
+	for _, q := range w.Queries {
+		g := []float64{-1}
+		for _, j := range q.GroupCols {
+			g = append(g, float64(j))
+		}
+		rows = append(rows, g)
+		for _, agg := range q.Aggregates {
+			rows = append(rows, []float64{-2, float64(len(agg))})
+			for _, t := range agg {
+				rows = append(rows, []float64{-3, t.Coef})
+				for _, f := range t.Factors {
+					if f == nil {
+						rows = append(rows, nil)
+					} else {
+						rows = append(rows, f)
+					}
+				}
+			}
+		}
+	}
+	// The objective, the cell limit and the answers' items (which weight
+	// the objective) change the plan.
+	rows = append(rows, []float64{-4, float64(opt.Objective), opt.maxCells()})
+	for _, q := range w.Queries {
+		rows = append(rows, []float64{-6, float64(len(q.ExprGroups))})
+		for _, it := range q.Items {
+			if it.Kind == compile.ItemAgg || it.Kind == compile.ItemRatio || it.Kind == compile.ItemVariance {
+				rows = append(rows, []float64{-5, float64(it.Kind), float64(it.Agg), float64(it.Den), float64(it.Sq), it.Lo, it.Hi})
+			}
+		}
+	}
+	names := string(opt.Noise)
+	for _, c := range w.Columns {
+		names += "|" + c.Name
+	}
+	return names + "|" + hashFloats(len(rows), rows, nil, nil)
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/catalog"
@@ -14,7 +15,7 @@ func TestCacheBoundedInBytes(t *testing.T) {
 	pl.MaxBytes = 200_000 // a few 64-cell optimised columns (3·8·64² ≈ 98 kB each)
 	seen := 0
 	for n := 60; n < 72; n++ {
-		if _, err := pl.ChooseKronecker([]Gram{AllRangeGram{Size: n}}, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
+		if _, err := pl.ChooseKronecker(context.Background(), []Gram{AllRangeGram{Size: n}}, Options{Noise: catalog.Laplace, Epsilon: 1}); err != nil {
 			t.Fatal(err)
 		}
 		pl.mu.Lock()

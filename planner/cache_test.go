@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 func TestOptimisedPanicReleasesWaiters(t *testing.T) {
 	pl := New()
 	calls := 0
-	pl.optimiser = func(g Gram, fam catalog.NoiseFamily, deadline time.Time) (*colOpt, optInfo, error) {
+	pl.optimiser = func(_ context.Context, g Gram, fam catalog.NoiseFamily, work float64) (*colOpt, optInfo, error) {
 		calls++
 		if calls == 1 {
 			panic("injected optimiser panic")
@@ -28,11 +30,11 @@ func TestOptimisedPanicReleasesWaiters(t *testing.T) {
 				t.Fatal("the optimiser's panic did not reach the caller")
 			}
 		}()
-		pl.optimised(g, catalog.Laplace, time.Now().Add(time.Second))
+		pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
 	}()
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := pl.optimised(g, catalog.Laplace, time.Now().Add(time.Second))
+		_, _, err := pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
 		done <- err
 	}()
 	select {
@@ -42,5 +44,75 @@ func TestOptimisedPanicReleasesWaiters(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a request after the optimiser panicked blocked on its cache entry")
+	}
+}
+
+// A request waiting for another's optimisation of the same column is not
+// bound to the other's context: when the other is cancelled, the waiter
+// optimises the column itself. A waiter whose own context ends returns at
+// once.
+func TestOptimisedWaiterOutlivesCancelledRunner(t *testing.T) {
+	pl := New()
+	started := make(chan struct{})
+	var calls atomic.Int32
+	pl.optimiser = func(ctx context.Context, g Gram, fam catalog.NoiseFamily, work float64) (*colOpt, optInfo, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			return nil, optInfo{}, stopped(ctx)
+		}
+		return identityOpt(g.N()), optInfo{work: 7}, nil
+	}
+	g := PrefixGram{Size: 16}
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() {
+		_, _, err := pl.optimised(runCtx, g, catalog.Laplace, workOf(1))
+		runErr <- err
+	}()
+	<-started
+
+	// A waiter whose context ends first.
+	short, cancelShort := context.WithCancel(context.Background())
+	shortErr := make(chan error, 1)
+	go func() {
+		_, _, err := pl.optimised(short, g, catalog.Laplace, workOf(1))
+		shortErr <- err
+	}()
+	// A waiter that outlives the runner.
+	type res struct {
+		o    *colOpt
+		info optInfo
+		err  error
+	}
+	waiter := make(chan res, 1)
+	go func() {
+		o, info, err := pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
+		waiter <- res{o, info, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // let both waiters queue on the entry
+	cancelShort()
+	select {
+	case err := <-shortErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: err %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter whose context was cancelled kept waiting")
+	}
+	cancelRun()
+	if err := <-runErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled runner: err %v", err)
+	}
+	select {
+	case r := <-waiter:
+		if r.err != nil || r.o == nil || r.info.work != 7 {
+			t.Fatalf("waiter after the runner's cancellation: %v, %+v, %v", r.o, r.info, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not optimise the column after the runner was cancelled")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("optimiser ran %d times, want 2", n)
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -16,13 +17,13 @@ func TestChooseRefusesScalesBeyondTheSamplers(t *testing.T) {
 		{Noise: catalog.Laplace, Epsilon: 1e-20},
 		{Noise: catalog.Gaussian, Rho: 1e-40},
 	} {
-		p, err := New().Choose(w, opt)
+		p, err := New().Choose(context.Background(), w, opt)
 		if !errors.Is(err, ErrScale) {
 			t.Errorf("%+v: plan %v, err %v; want ErrScale", opt, p, err)
 		}
 	}
 	// Just inside the bound, the plan exists.
-	if _, err := New().Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1e-6}); err != nil {
+	if _, err := New().Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1e-6}); err != nil {
 		t.Errorf("ε = 1e-6: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ import (
 // convex objective) gives an error no larger than B's. So the reduced
 // problem's optimum is at least as good as the full one's, and the
 // optimiser, working on r instead of n cells, gets much closer to it in
-// its time budget.
+// its work budget.
 //
 // Compression applies to columns longer than compressAbove cells (short
 // columns keep full-rank strategies, which stored measurements can later

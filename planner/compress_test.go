@@ -1,9 +1,9 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"gonum.org/v1/gonum/mat"
@@ -139,24 +139,24 @@ func TestExpandedStrategyMatchesBruteForce(t *testing.T) {
 // Compression never makes the optimised strategy worse: on daily totals
 // over hourly cells (with idle hours) the compressed optimum's expected
 // error, Δ²·trace(G·(AᵀA)⁺), is at most the uncompressed optimiser's with
-// the same time.
+// the same work.
 func TestCompressionNoWorse(t *testing.T) {
 	g := dayGram(25, 12, 20) // 320 cells, 26 classes
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
-		comp, _, err := runOptimiser(g, fam, time.Now().Add(300*time.Millisecond))
+		comp, _, err := runOptimiser(context.Background(), g, fam, workOf(0.3))
 		if err != nil || comp == nil || comp.classOf == nil {
 			t.Fatalf("%s: compressed %v %v", fam, comp, err)
 		}
 		var full *colOpt
 		switch fam {
 		case catalog.Gaussian:
-			r, err := optimizeGauss(g, time.Now().Add(300*time.Millisecond))
+			r, err := optimizeGauss(context.Background(), g, workOf(0.3))
 			if err != nil {
 				t.Fatal(err)
 			}
 			full = optFromStrategy(r.strategy)
 		default:
-			r, err := optimizeLaplace(g, time.Now().Add(300*time.Millisecond))
+			r, err := optimizeLaplace(context.Background(), g, workOf(0.3))
 			if err != nil {
 				t.Fatal(err)
 			}

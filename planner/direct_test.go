@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -76,7 +77,7 @@ func TestAvgWeightsTheDenominator(t *testing.T) {
 	m := 2.5
 	for _, opt := range []Options{{Noise: catalog.Laplace, Epsilon: 1}, {Noise: catalog.Gaussian, Rho: 0.5},
 		{Noise: catalog.Laplace, Epsilon: 1, Objective: ObjectiveTotal}, {Noise: catalog.Gaussian, Rho: 0.5, Objective: ObjectiveTotal}} {
-		p, err := Choose(w, opt)
+		p, err := Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,9 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
 )
@@ -214,12 +214,13 @@ type marginalCandidate struct {
 // marginalCandidates plans blocks for the workload: marginal blocks on the
 // supports with equal shares, residual blocks in closed form for the
 // planning objective, and (Laplace) marginal and residual blocks
-// optimised together. Every candidate's blocks are calibrated at opt and
-// its errors are exact.
-func (s *space) marginalCandidates(opt Options, maxCells float64, deadline time.Time) (*marginalSpace, []marginalCandidate) {
+// optimised together within weightsWork. Every candidate's blocks are
+// calibrated at opt and its errors are exact. It fails only when ctx is
+// done.
+func (s *space) marginalCandidates(ctx context.Context, opt Options, maxCells float64) (*marginalSpace, []marginalCandidate, error) {
 	ms := s.newMarginalSpace(maxCells)
 	if ms == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	f := ms.f
 	gauss := opt.Noise == catalog.Gaussian
@@ -260,33 +261,20 @@ func (s *space) marginalCandidates(opt Options, maxCells float64, deadline time.
 	resVars, res := f.residualOptimum(ms.wcoef, gauss)
 	build("residuals", resVars, res, true)
 	if !gauss {
-		var vars []blockVar
-		for t := range f.sets {
-			vars = append(vars, f.marginalVar(t))
-		}
-		nm := len(vars)
-		vars = append(vars, resVars...)
-		starts := make([][]float64, 4)
-		for i := range starts {
-			starts[i] = make([]float64, len(vars))
-		}
-		for _, t := range ms.supports {
-			starts[0][t] = 1
-			starts[2][t] = 1
-		}
-		copy(starts[1][nm:], res)
-		for t := range f.sets {
-			starts[2][t] += 0.05
-		}
+		vars, starts := f.mixedStarts(ms.supports, resVars, res)
 		// Every query's own support, as if each were measured alone.
 		for q := range s.w.Queries {
 			starts[3][f.index[s.querySupport(q)]] = 1
 		}
-		if v := f.optimiseWeights(ms.wcoef, vars, starts, false, deadline); v != nil {
+		v, err := f.optimiseWeights(ctx, ms.wcoef, vars, starts, false, weightsWork)
+		if err != nil {
+			return nil, nil, err
+		}
+		if v != nil {
 			build("opt-marginals", vars, v, true)
 		}
 	}
-	return ms, out
+	return ms, out, nil
 }
 
 // prune drops blocks whose share is negligible (the optimiser leaves tiny

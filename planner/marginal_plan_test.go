@@ -1,10 +1,10 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -39,7 +39,10 @@ func TestMarginalPlanMatchesDense(t *testing.T) {
 			opt.Objective = obj
 			s := newSpace(w)
 			s.weight = s.answerWeights(opt)
-			ms, cands := s.marginalCandidates(opt, DefaultMaxCells, time.Now().Add(time.Second))
+			ms, cands, err := s.marginalCandidates(context.Background(), opt, DefaultMaxCells)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(cands) < 2 {
 				t.Fatalf("%s: %d marginal candidates", opt.Noise, len(cands))
 			}
@@ -92,7 +95,7 @@ func TestChooseMarginalsForOneWayGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, opt := range []Options{{Noise: catalog.Laplace, Epsilon: 1}, {Noise: catalog.Gaussian, Rho: 0.5}} {
-		p, err := Choose(w, opt)
+		p, err := Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

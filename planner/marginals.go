@@ -2,13 +2,13 @@ package planner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
-	"github.com/dpproxy/dpproxy/noise"
 )
 
 // Marginal workloads.
@@ -68,43 +68,21 @@ const maxAllSubsets = 10
 // in the residual algebra: the identity (every cell), the workload's own
 // marginals with equal shares, residual blocks weighted in closed form
 // (Gaussian: at the SVD bound), for Laplace an optimised mix of marginal
-// and residual blocks (OPT_M's objective, projected L-BFGS within the
-// Planner's budget), and residual blocks weighted for the largest cell
-// variance (a certified minimax). Errors are exact at opt's ε or ρ (each
-// block's discrete noise); Unit is the error per unit noise variance at
-// unit sensitivity, comparable with the SVD bound.
-func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, error) {
+// and residual blocks (OPT_M's objective, projected L-BFGS within
+// marginalsWork), and residual blocks weighted for the largest cell
+// variance (a certified minimax, within marginalsWork). Errors are exact
+// at opt's ε or ρ (each block's discrete noise); Unit is the error per unit
+// noise variance at unit sensitivity, comparable with the SVD bound. A
+// cancelled ctx stops it with an error wrapping ctx.Err().
+func (pl *Planner) ChooseMarginals(ctx context.Context, w MarginalWorkload, opt Options) (*GramPlan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	d := len(w.Sizes)
-	if d == 0 || d > maxSetColumns || len(w.Sets) == 0 {
-		return nil, fmt.Errorf("planner: marginal workloads need 1..%d attributes and at least one marginal", maxSetColumns)
-	}
-	for _, n := range w.Sizes {
-		if n < 1 {
-			return nil, fmt.Errorf("planner: attribute size %d", n)
-		}
+	if err := stopped(ctx); err != nil {
+		return nil, err
 	}
 	start := time.Now()
-	gens := make([]colSet, len(w.Sets))
-	for i, s := range w.Sets {
-		for _, j := range s {
-			if j < 0 || j >= d {
-				return nil, fmt.Errorf("planner: marginal %v names attribute %d of %d", s, j, d)
-			}
-		}
-		gens[i] = setOf(s...)
-	}
-	all := gens
-	if d <= maxAllSubsets {
-		var every colSet
-		for j := 0; j < d; j++ {
-			every = every.with(j)
-		}
-		all = append(slices.Clone(gens), every)
-	}
-	f, err := newSubsetFamily(w.Sizes, all)
+	f, gens, err := w.family()
 	if err != nil {
 		return nil, err
 	}
@@ -172,33 +150,25 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 	// Laplace: marginal and residual blocks together, optimised.
 	if !gauss {
 		t0 = time.Now()
-		var vars []blockVar
+		vars, starts := f.mixedStarts(ws, resVars, res)
 		for s := range f.sets {
-			vars = append(vars, f.marginalVar(s))
-		}
-		nm := len(vars)
-		vars = append(vars, resVars...)
-		starts := make([][]float64, 4)
-		for i := range starts {
-			starts[i] = make([]float64, len(vars))
-		}
-		for _, s := range ws {
-			starts[0][s] = 1
-			starts[2][s] = 1
-		}
-		copy(starts[1][nm:], res)
-		for s := range f.sets {
-			starts[2][s] += 0.05
 			starts[3][s] = 1 / (1 + float64(f.sets[s].len()))
 		}
-		if v := f.optimiseWeights(coef, vars, starts, false, time.Now().Add(pl.budget())); v != nil {
+		v, err := f.optimiseWeights(ctx, coef, vars, starts, false, marginalsWork)
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
 			add("opt-marginals", vars, v, 0, t0)
 		}
 	}
 
 	// Residual blocks weighted for the largest cell variance.
 	t0 = time.Now()
-	mmVars, mm, gap := f.minimaxResiduals(ws, gauss, time.Now().Add(pl.budget()))
+	mmVars, mm, gap, err := f.minimaxResiduals(ctx, ws, gauss, marginalsWork)
+	if err != nil {
+		return nil, err
+	}
 	add("residuals-maxvar", mmVars, mm, gap, t0)
 
 	slices.SortStableFunc(plan.Candidates, func(x, y Candidate) int {
@@ -208,13 +178,39 @@ func (pl *Planner) ChooseMarginals(w MarginalWorkload, opt Options) (*GramPlan, 
 	return plan, nil
 }
 
-// calibratable reports whether noise for sensitivity sens under opt has a
-// representable parameter: a scale below noise.MaxScale, exactly what
-// noise.RationalAtLeast, and so the samplers, take.
-func calibratable(opt Options, sens float64) bool {
-	x := sens / opt.Epsilon
-	if opt.Noise == catalog.Gaussian {
-		x = sens * sens / (2 * opt.Rho)
+// family checks w and returns the subset family its blocks range over
+// (the downward closure of its sets, and of all the attributes when there
+// are at most maxAllSubsets), with the sets themselves.
+func (w MarginalWorkload) family() (*subsetFamily, []colSet, error) {
+	d := len(w.Sizes)
+	if d == 0 || d > maxSetColumns || len(w.Sets) == 0 {
+		return nil, nil, fmt.Errorf("planner: marginal workloads need 1..%d attributes and at least one marginal", maxSetColumns)
 	}
-	return x > 0 && x < noise.MaxScale
+	for _, n := range w.Sizes {
+		if n < 1 {
+			return nil, nil, fmt.Errorf("planner: attribute size %d", n)
+		}
+	}
+	gens := make([]colSet, len(w.Sets))
+	for i, s := range w.Sets {
+		for _, j := range s {
+			if j < 0 || j >= d {
+				return nil, nil, fmt.Errorf("planner: marginal %v names attribute %d of %d", s, j, d)
+			}
+		}
+		gens[i] = setOf(s...)
+	}
+	all := gens
+	if d <= maxAllSubsets {
+		var every colSet
+		for j := 0; j < d; j++ {
+			every = every.with(j)
+		}
+		all = append(slices.Clone(gens), every)
+	}
+	f, err := newSubsetFamily(w.Sizes, all)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, gens, nil
 }

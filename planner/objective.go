@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -222,7 +223,7 @@ const minMaxRounds = 8
 // least largest variance. The first round, with equal weights, is the
 // total-error plan, and the fair plan competes too, so the result is never
 // worse than either.
-func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error) {
+func (pl *Planner) chooseMinMax(ctx context.Context, w *compile.Workload, opt Options) (*Plan, error) {
 	weights := make([][]float64, len(w.Queries))
 	for q, qu := range w.Queries {
 		weights[q] = make([]float64, len(qu.Aggregates))
@@ -232,7 +233,7 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 	}
 	var best *Plan
 	for round := 0; round < minMaxRounds; round++ {
-		p, per, err := pl.choose(w, opt, weights)
+		p, per, err := pl.choose(ctx, w, opt, weights)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +273,11 @@ func (pl *Planner) chooseMinMax(w *compile.Workload, opt Options) (*Plan, error)
 	// different sizes better than reweighting reaches in a few rounds.
 	fair := opt
 	fair.Objective = ObjectiveFair
-	if p, _, err := pl.choose(w, fair, nil); err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
+	p, _, err := pl.choose(ctx, w, fair, nil)
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
+	if err == nil && p.MaxVariance < best.MaxVariance*(1-1e-9) {
 		p.Options = opt
 		best = p
 	}
@@ -312,126 +317,4 @@ func maxVariance(p *Plan) float64 {
 		}
 	}
 	return m
-}
-
-// ForTarget plans w for an accuracy target: the strategy that minimises
-// opt.Objective — for a target, ObjectiveMaxVariance, the largest
-// per-answer variance — chosen at ε = 1 or ρ = 1 (the optimum does not
-// depend on the scale, up to the discreteness of the noise), then the
-// least ε (ρ) at which every measured answer's expected standard error is
-// at most target with that strategy. opt's ε and ρ are ignored; the
-// returned plan's Options carry the ε (ρ) found. A plan with no noisy
-// answer has MaxVariance 0 and is returned at the reference scale. The
-// considered candidates other than the chosen one keep their errors at
-// the reference scale, rescaled by the chosen plan's ratio.
-func (pl *Planner) ForTarget(w *compile.Workload, opt Options, target float64) (*Plan, error) {
-	if !(target > 0) || math.IsInf(target, 0) {
-		return nil, fmt.Errorf("planner: accuracy target must be positive, got %v", target)
-	}
-	fam := opt.Noise
-	ref := opt
-	ref.Epsilon, ref.Rho = 1, 0
-	if fam == catalog.Gaussian {
-		ref.Epsilon, ref.Rho = 0, 1
-	}
-	p, err := pl.Choose(w, ref)
-	if err != nil {
-		return nil, err
-	}
-	sd := math.Sqrt(p.MaxVariance)
-	if sd == 0 {
-		return p, nil
-	}
-	cur := p
-	for i := 0; i < 40 && (i == 0 || sd > target); i++ {
-		ratio := sd / target * (1 + 1e-9)
-		o := cur.Options
-		if fam == catalog.Gaussian {
-			o.Rho *= ratio * ratio
-		} else {
-			o.Epsilon *= ratio
-		}
-		if cur, err = p.Recalibrated(o); err != nil {
-			return nil, err
-		}
-		sd = math.Sqrt(cur.MaxVariance)
-	}
-	if sd > target {
-		return nil, fmt.Errorf("planner: no ε reached stderr %g (last %g)", target, sd)
-	}
-	return cur, nil
-}
-
-// Recalibrated is p's strategy with noise calibrated for o (same noise
-// family, another ε or ρ).
-func (p *Plan) Recalibrated(o Options) (*Plan, error) {
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	cp := *p
-	cp.Options = o
-	// Noise is calibrated at row level (Options.Calibration).
-	o, po := o.Calibration(), p.Options.Calibration()
-	switch p.Kind {
-	case Direct, Kronecker:
-		if p.AggNoise != nil {
-			ratio := o.Epsilon / po.Epsilon
-			if o.Noise == catalog.Gaussian {
-				ratio = o.Rho / po.Rho
-			}
-			cp.AggNoise = make([][]DirectNoise, len(p.AggNoise))
-			for q, r := range p.AggNoise {
-				cp.AggNoise[q] = make([]DirectNoise, len(r))
-				for a, n := range r {
-					n.Epsilon *= ratio
-					n.Rho *= ratio
-					if !n.calibrate(o.Noise == catalog.Gaussian) {
-						return nil, fmt.Errorf("planner: noise for an aggregate at %+v is out of the samplers' range", o)
-					}
-					cp.AggNoise[q][a] = n
-				}
-			}
-			break
-		}
-		if !calibratable(o, p.Sensitivity) {
-			return nil, fmt.Errorf("planner: noise for sensitivity %g at %+v is out of the samplers' range", p.Sensitivity, o)
-		}
-		cp.NoiseNum, cp.NoiseDen, cp.NoiseVariance = calibrate(o, p.Sensitivity)
-	case Marginal:
-		ratio := o.Epsilon / po.Epsilon
-		if o.Noise == catalog.Gaussian {
-			ratio = o.Rho / po.Rho
-		}
-		f := p.mspace.f
-		blocks := make([]MarginalBlock, len(p.Marginals.Blocks))
-		for i, b := range p.Marginals.Blocks {
-			nb, err := f.recalibrateBlock(b, ratio, o)
-			if err != nil {
-				return nil, err
-			}
-			blocks[i] = nb
-		}
-		cp.Marginals = &MarginalStrategy{Blocks: blocks}
-		lam := f.blockLambda(blocks)
-		cp.mforms = make([]marginalForms, len(p.mforms))
-		for i, mf := range p.mforms {
-			mf.lambda = lam[mf.t]
-			cp.mforms[i] = mf
-		}
-	}
-	cp.MaxVariance = maxVariance(&cp)
-	scale := 1.0
-	if p.MaxVariance > 0 {
-		scale = cp.MaxVariance / p.MaxVariance
-	}
-	cp.Candidates = make([]Candidate, len(p.Candidates))
-	for i, c := range p.Candidates {
-		c.TotalSquaredError *= scale
-		c.Objective *= scale
-		if c.MaxVariance > 0 {
-			c.MaxVariance *= scale
-		}
-		cp.Candidates[i] = c
-	}
-	return &cp, nil
 }

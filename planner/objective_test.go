@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestFairObjectiveKeepsEachAnswerNearItsShare(t *testing.T) {
 	for _, tc := range cases {
 		for _, opt := range []Options{{Noise: catalog.Laplace, Epsilon: 1}, {Noise: catalog.Gaussian, Rho: 0.5}} {
 			w := compileQueries(t, tab, tc.qs...)
-			fair, err := Choose(w, opt)
+			fair, err := Choose(context.Background(), w, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,7 @@ func TestFairObjectiveKeepsEachAnswerNearItsShare(t *testing.T) {
 					alone := &compile.Workload{Table: w.Table, Columns: w.Columns, Queries: []*compile.Query{{
 						GroupCols: qu.GroupCols, Aggregates: []compile.Linear{qu.Aggregates[a]}, Live: [][]bool{qu.Live[a]},
 						Items: []compile.Item{{Kind: compile.ItemAgg, Agg: 0}}, Visible: 1}}}
-					ap, err := Choose(alone, opt)
+					ap, err := Choose(context.Background(), alone, opt)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -102,7 +103,7 @@ func TestFairObjectiveKeepsEachAnswerNearItsShare(t *testing.T) {
 	}
 	// The total objective's failure that the fair one fixes.
 	w := compileQueries(t, tab, cases[0].qs...)
-	total, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1, Objective: ObjectiveTotal})
+	total, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1, Objective: ObjectiveTotal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,14 +131,14 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 		pl := New()
 		mx := opt
 		mx.Objective = ObjectiveMaxVariance
-		pm, err := pl.Choose(w, mx)
+		pm, err := pl.Choose(context.Background(), w, mx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, obj := range []Objective{ObjectiveTotal, ObjectiveFair} {
 			o := opt
 			o.Objective = obj
-			p, err := pl.Choose(w, o)
+			p, err := pl.Choose(context.Background(), w, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,11 +150,11 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 			t.Errorf("%s: MaxVariance %v, recomputed %v", fam, pm.MaxVariance, got)
 		}
 		const target = 7.5
-		pt, err := pl.ForTarget(w, Options{Noise: fam, Objective: ObjectiveMaxVariance}, target)
+		pt, err := pl.ForTarget(context.Background(), w, Options{Noise: fam, Objective: ObjectiveMaxVariance}, target)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ptot, err := pl.ForTarget(w, Options{Noise: fam, Objective: ObjectiveTotal}, target)
+		ptot, err := pl.ForTarget(context.Background(), w, Options{Noise: fam, Objective: ObjectiveTotal}, target)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestMaxVarianceAndTarget(t *testing.T) {
 	// variance is not proportional to the scale squared. Gaussian noise
 	// stacks as well as it splits, so only Laplace plans split.)
 	for _, opt := range []Options{{Noise: catalog.Laplace, Epsilon: 0.01}} {
-		p, err := Choose(w, opt)
+		p, err := Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,9 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"math"
-	"time"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -366,9 +366,9 @@ type GaussCertificate struct {
 }
 
 // solveGaussDual iterates u ← u∘diag(X(u)) (normalised) until the
-// certified relative gap is below tol or the deadline passes. It returns u
+// certified relative gap is below tol or the work is spent. It returns u
 // and the certificate of the scaled primal X(u)/max diag.
-func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStructure, GaussCertificate, error) {
+func solveGaussDual(ctx context.Context, g Gram, tol float64, work *meter) ([]float64, *invStructure, GaussCertificate, error) {
 	t, err := gramInverse(g, gaussRidge)
 	if err != nil {
 		return nil, nil, GaussCertificate{}, err
@@ -391,11 +391,20 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 	d := make([]float64, n)
 	fp := newFixedPoint(u)
 	var q quadrature
+	// One quadrature node: a tridiagonal pass (≈ 10n) and, with a low-rank
+	// part, r solves (5n each), the capacitance (n·r²) and the diagonal
+	// (n·r² + r³).
+	fn, fr := float64(n), float64(r)
+	nodeCost := 10*fn + 5*fn*fr + 2*fn*fr*fr + fr*fr*fr
 	for it := 0; it < 10000; it++ {
+		if err := stopped(ctx); err != nil {
+			return nil, nil, fp.best, err
+		}
 		if it%20 == 0 {
 			lmin, lmax := gd.spectrumBounds(u)
 			q = newQuadrature(lmin, lmax, 0.3, 32)
 		}
+		work.spend(float64(len(q.c))*nodeCost + 4*fn)
 		if !gd.diagX(x, u, q) {
 			return nil, nil, fp.best, errors.New("planner: Gaussian dual: factorisation failed")
 		}
@@ -409,7 +418,7 @@ func solveGaussDual(g Gram, tol float64, deadline time.Time) ([]float64, *invStr
 		dual := sd * sd / su
 		gap := primal/dual - 1
 		fp.record(primal, dual, gap, u, it)
-		if gap <= tol || (!deadline.IsZero() && time.Now().After(deadline)) {
+		if gap <= tol || work.done() {
 			break
 		}
 		// Fixed point u ← u∘x, renormalised (g is scale-free in u).

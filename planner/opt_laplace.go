@@ -104,6 +104,12 @@ func (o *pIdentity) eval(theta []float64, grad []float64) float64 {
 // evalParts evaluates f with s computed from sTheta (theta when nil). With
 // gv nil, grad receives the full gradient; otherwise grad receives the part
 // through X and gv the part through s.
+//
+// It is one function of some 125 lines on purpose: it follows the
+// derivation above step by step (S, Z and Pt, diag(G̃X), R and C, the
+// gradient), each step reading the previous ones' buffers in o, and it is
+// the optimiser's hot loop; split, the steps would pass those buffers
+// around without reading more easily.
 func (o *pIdentity) evalParts(theta, sTheta []float64, grad, gv []float64) float64 {
 	n, p := o.n, o.p
 	if sTheta == nil {

@@ -1,11 +1,11 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
 	"testing"
-	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -338,10 +338,7 @@ func TestOptimisedStrategies(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", fam, g.Key()), func(t *testing.T) {
 				n := g.N()
 				pl := New()
-				// The Gaussian solver stops at its tolerance; the deadline
-				// only matters on a loaded machine under the race detector,
-				// where 300 ms could end it short of the certified gap.
-				o, info, err := pl.optimised(g, fam, time.Now().Add(2*time.Second))
+				o, info, err := pl.optimised(context.Background(), g, fam, columnWork(n))
 				if err != nil || o == nil {
 					t.Fatalf("optimiser: %v", err)
 				}
@@ -415,7 +412,7 @@ func TestOptimisedStrategies(t *testing.T) {
 func TestGaussianDualityGap(t *testing.T) {
 	for _, g := range []Gram{AllRangeGram{Size: 256}, PrefixGram{Size: 256}, AllRangeGram{Size: 3}} {
 		t.Run(g.Key(), func(t *testing.T) {
-			r, err := optimizeGauss(g, time.Now().Add(10*time.Second))
+			r, err := optimizeGauss(context.Background(), g, columnWork(g.N())) // what ChooseKronecker gives it
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -485,7 +482,7 @@ func TestChooseKroneckerMatchesDense(t *testing.T) {
 	g := gramOf(&w)
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
 		pl := New()
-		plan, err := pl.ChooseKronecker(grams, Options{Noise: fam, Epsilon: 1, Rho: 0.5})
+		plan, err := pl.ChooseKronecker(context.Background(), grams, Options{Noise: fam, Epsilon: 1, Rho: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -552,7 +549,7 @@ func strategyByName(t *testing.T, pl *Planner, g Gram, fam catalog.NoiseFamily, 
 	t.Helper()
 	n := g.N()
 	if name == "opt-laplace" || name == "opt-gauss" {
-		o, _, err := pl.optimised(g, fam, time.Now()) // cached by ChooseKronecker
+		o, _, err := pl.optimised(context.Background(), g, fam, columnWork(n)) // cached by ChooseKronecker
 		if err != nil || o == nil {
 			t.Fatal(err)
 		}
@@ -621,13 +618,8 @@ func TestPlannerOptimisesAndCaches(t *testing.T) {
 	w := dashWorkload(t)
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
 		opt := Options{Noise: fam, Epsilon: 1, Rho: 0.5}
-		// The optimisers stop at a wall-clock deadline; under the race
-		// detector on a loaded machine the default 50 ms per column can
-		// end them before they beat the workload strategy, which is not
-		// what this test is about.
 		pl := New()
-		pl.Budget, pl.ColumnFloor = 30*time.Second, 2*time.Second
-		first, err := pl.Choose(w, opt)
+		first, err := pl.Choose(context.Background(), w, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -640,7 +632,7 @@ func TestPlannerOptimisesAndCaches(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				plans[i], _ = pl.Choose(dashWorkload(t), opt)
+				plans[i], _ = pl.Choose(context.Background(), dashWorkload(t), opt)
 			}(i)
 		}
 		wg.Wait()
@@ -679,7 +671,7 @@ func TestKroneckerWithOptimisedFactorsMatchesDense(t *testing.T) {
 			if !s.worthOptimising(j) {
 				continue
 			}
-			o, _, err := pl.optimised(s.effectiveGram(j, cur, fam == catalog.Gaussian), fam, time.Now().Add(200*time.Millisecond))
+			o, _, err := pl.optimised(context.Background(), s.effectiveGram(j, cur, fam == catalog.Gaussian), fam, workOf(0.2))
 			if err != nil || o == nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,10 @@
 package planner
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
-	"time"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -104,6 +104,8 @@ type laplaceOpt struct {
 	Real float64
 	// Evals counts objective evaluations.
 	Evals int
+	// Work is the estimated work spent (see meter).
+	Work float64
 }
 
 // thetaMax bounds the p-Identity weights. The optimum sometimes routes
@@ -147,10 +149,10 @@ func laplaceStarts(n int) []laplaceStart {
 	return out
 }
 
-// optimizeLaplace searches p-Identity strategies for Gram g until deadline
-// and returns the best, rounded to the grid. It returns nil when the column
-// is too small to benefit.
-func optimizeLaplace(g Gram, deadline time.Time) (*laplaceOpt, error) {
+// optimizeLaplace searches p-Identity strategies for Gram g within the
+// given work (see columnWork) and returns the best, rounded to the grid. It
+// returns nil when the column is too small to benefit.
+func optimizeLaplace(ctx context.Context, g Gram, work float64) (*laplaceOpt, error) {
 	n := g.N()
 	starts := laplaceStarts(n)
 	if len(starts) == 0 {
@@ -160,28 +162,31 @@ func optimizeLaplace(g Gram, deadline time.Time) (*laplaceOpt, error) {
 	var bestTheta []float64
 	bestF := math.Inf(1)
 	evals := 0
-	// Short columns run every start (a few milliseconds each), so their
-	// result does not depend on the machine's speed, within a hard cap.
-	small := n <= 64
-	hardCap := deadline
-	if small {
-		hardCap = time.Now().Add(max(time.Until(deadline), 0) + 250*time.Millisecond)
-		deadline = hardCap
+	// Short columns run every start (a few milliseconds each) to its
+	// tolerance, within a cap.
+	if n <= smallColumn {
+		work += smallColumnExtra
 	}
+	m := &meter{limit: work}
 	for si, st := range starts {
-		now := time.Now()
-		if si > 0 && now.After(hardCap) {
+		if si > 0 && m.done() {
 			break
 		}
-		// With few (long) runs the first gets two thirds of the time.
-		dl := deadline
+		// With few (long) runs the first gets two thirds of the work.
+		run := m
 		if si == 0 && len(starts) == 2 {
-			dl = now.Add(deadline.Sub(now) * 2 / 3)
+			run = &meter{limit: work * 2 / 3}
 		}
 		o := newPIdentity(g, st.p, st.lo, st.hi)
 		th := o.pack(st.dense)
-		f, ev := projLBFGS(func(x, gr []float64) float64 { return o.eval(x, gr) }, th,
-			projOpts{maxIter: 5000, relTol: 1e-7, patience: 25, deadline: dl, upper: thetaMax})
+		f, ev, err := projLBFGS(ctx, func(x, gr []float64) float64 { return o.eval(x, gr) }, th,
+			projOpts{maxIter: 5000, relTol: 1e-7, patience: 25, upper: thetaMax, evalCost: o.evalCost(), work: run})
+		if err != nil {
+			return nil, err
+		}
+		if run != m {
+			m.spend(run.used)
+		}
 		evals += ev
 		if f < bestF && f > 0 {
 			bestF, best, bestTheta = f, o, th
@@ -194,21 +199,24 @@ func optimizeLaplace(g Gram, deadline time.Time) (*laplaceOpt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &laplaceOpt{strategy: cs, Real: bestF, Evals: evals}, nil
+	return &laplaceOpt{strategy: cs, Real: bestF, Evals: evals, Work: m.used}, nil
 }
 
 // gaussOpt is the certified Gaussian optimum for one column.
 type gaussOpt struct {
 	strategy *ColumnStrategy
 	cert     GaussCertificate
+	work     float64 // estimated work spent
 }
 
 // optimizeGauss solves the Gaussian problem for g to a certified relative
-// gap of 1e-4 (or until the deadline) and rounds the optimum to the grid.
+// gap of 1e-4 (or until the work is spent) and rounds the optimum to the
+// grid.
 // The returned certificate's Primal is the rounded strategy's own error
 // Δ₂(B)²·trace(G(BᵀB)⁻¹), and Gap is measured against the dual bound.
-func optimizeGauss(g Gram, deadline time.Time) (*gaussOpt, error) {
-	sol, cert, err := solveGauss(g, 1e-4, deadline)
+func optimizeGauss(ctx context.Context, g Gram, work float64) (*gaussOpt, error) {
+	m := &meter{limit: work}
+	sol, cert, err := solveGauss(ctx, g, 1e-4, m)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +238,7 @@ func optimizeGauss(g Gram, deadline time.Time) (*gaussOpt, error) {
 	primal := cs.L2 * cs.L2 * tr
 	cert.Primal = primal
 	cert.Gap = primal/cert.Dual - 1
-	return &gaussOpt{strategy: cs, cert: cert}, nil
+	return &gaussOpt{strategy: cs, cert: cert, work: m.used}, nil
 }
 
 // gaussSolution is a near-optimal X: either dense and positive definite
@@ -248,14 +256,15 @@ type gaussSolution struct {
 // quadrature for Grams with tridiagonal inverses, the r-dimensional fixed
 // point for a pure low-rank compiled column, a dense eigendecomposition per
 // iteration for other short columns, and the Woodbury quadrature otherwise.
-func solveGauss(g Gram, tol float64, deadline time.Time) (gaussSolution, GaussCertificate, error) {
+// It stops when the gap is below tol or the work m is spent.
+func solveGauss(ctx context.Context, g Gram, tol float64, m *meter) (gaussSolution, GaussCertificate, error) {
 	inner := g
 	if s, ok := g.(scaledGram); ok {
 		inner = s.g
 	}
 	switch gg := inner.(type) {
 	case tridiagInverse:
-		u, t, cert, err := solveGaussDual(g, tol, deadline)
+		u, t, cert, err := solveGaussDual(ctx, g, tol, m)
 		if err != nil {
 			return gaussSolution{}, cert, err
 		}
@@ -263,13 +272,13 @@ func solveGauss(g Gram, tol float64, deadline time.Time) (gaussSolution, GaussCe
 		return gaussSolution{x: x, u: u}, cert, err
 	case *LowRankGram:
 		if gg.D == nil {
-			return solveGaussLowRank(gg, tol, deadline)
+			return solveGaussLowRank(ctx, gg, tol, m)
 		}
 	}
 	if g.N() <= maxDenseGauss {
-		return solveGaussDense(DenseOf(g), tol, deadline)
+		return solveGaussDense(ctx, DenseOf(g), tol, m)
 	}
-	u, t, cert, err := solveGaussDual(g, tol, deadline)
+	u, t, cert, err := solveGaussDual(ctx, g, tol, m)
 	if err != nil {
 		return gaussSolution{}, cert, err
 	}
@@ -351,7 +360,7 @@ func stepTo(u, d []float64) {
 // M = BᵀB = VᵀUV, (U^{1/2}GU^{1/2})^{1/2} = B·M^{-1/2}·Bᵀ, so each fixed
 // point step costs O(n·r² + r³), and X(u) = V·M^{-1/2}·Vᵀ. Cells the
 // workload never touches (G_ii = 0) get u_i = 0 and X_ii = 1 after padding.
-func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSolution, GaussCertificate, error) {
+func solveGaussLowRank(ctx context.Context, g *LowRankGram, tol float64, work *meter) (gaussSolution, GaussCertificate, error) {
 	inv, err := lowRankFactor(g)
 	if err != nil {
 		return gaussSolution{}, GaussCertificate{}, err
@@ -402,7 +411,15 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 		half = scaled
 		return true
 	}
+	// One step: M (n·r²/2), its eigendecomposition (≈ 10r³), V·M^{-1/2}
+	// (n·r²) and d (n·r).
+	fn, fr := float64(n), float64(r)
+	stepCost := 1.5*fn*fr*fr + 10*fr*fr*fr + fn*fr
 	for it := 0; it < 5000; it++ {
+		if err := stopped(ctx); err != nil {
+			return gaussSolution{}, fp.best, err
+		}
+		work.spend(stepCost)
 		if !minvHalf(u) {
 			return gaussSolution{}, fp.best, errors.New("planner: Gaussian low-rank step failed")
 		}
@@ -415,7 +432,7 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 			}
 			d[i] = u[i] * x
 		}
-		if gap := fp.observe(u, d, it); gap <= tol || time.Now().After(deadline) {
+		if gap := fp.observe(u, d, it); gap <= tol || work.done() {
 			break
 		}
 		stepTo(u, d)
@@ -432,7 +449,7 @@ func solveGaussLowRank(g *LowRankGram, tol float64, deadline time.Time) (gaussSo
 // solveGaussDense runs the fixed point with a dense eigendecomposition of
 // S = U^{1/2}GU^{1/2} per step: d_i = Σ_k Q_ik²√λ_k, and at the end
 // X = U^{-1/2}QΛ^{1/2}QᵀU^{-1/2} (padded if singular). O(n³) per step.
-func solveGaussDense(g *mat.SymDense, tol float64, deadline time.Time) (gaussSolution, GaussCertificate, error) {
+func solveGaussDense(ctx context.Context, g *mat.SymDense, tol float64, work *meter) (gaussSolution, GaussCertificate, error) {
 	n := g.SymmetricDim()
 	u := make([]float64, n)
 	for i := range u {
@@ -467,11 +484,18 @@ func solveGaussDense(g *mat.SymDense, tol float64, deadline time.Time) (gaussSol
 		}
 		return true
 	}
+	// One step: S (n²), its eigendecomposition with vectors (≈ 9n³) and d (n²).
+	fn := float64(n)
+	stepCost := 9*fn*fn*fn + 2*fn*fn
 	for it := 0; it < 5000; it++ {
+		if err := stopped(ctx); err != nil {
+			return gaussSolution{}, fp.best, err
+		}
+		work.spend(stepCost)
 		if !step(u) {
 			return gaussSolution{}, fp.best, errors.New("planner: Gaussian eigendecomposition failed")
 		}
-		if gap := fp.observe(u, d, it); gap <= tol || time.Now().After(deadline) {
+		if gap := fp.observe(u, d, it); gap <= tol || work.done() {
 			break
 		}
 		stepTo(u, d)

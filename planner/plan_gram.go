@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -90,42 +91,15 @@ func fixedOptions(n int) []*colOpt {
 // (O(n³)); longer columns use only the structured ones.
 const maxDenseOption = 512
 
-// optimiseDeadline is the time given to one column's optimiser: the
-// Laplace optimiser passes HDMM's figures within tens of evaluations, which
-// cost O(p·n) each, so the budget grows with n² up to 1024 cells (0.6 s
-// there) and n^2.5 beyond (19 s at 4096), never below 50 ms (150 ms from
-// 128 cells), and capped by the Planner's Budget when one is set.
-func (pl *Planner) optimiseDeadline(n int, share float64) time.Time {
-	b := pl.budget()
-	r := float64(n) / 1024
-	scale := r * r
-	if r > 1 {
-		scale = math.Pow(r, 2.5) // 19 s at 4096 cells
-	}
-	want := time.Duration(float64(600*time.Millisecond) * scale)
-	floor := 50 * time.Millisecond
-	if n >= 128 {
-		floor = 150 * time.Millisecond
-	}
-	if pl.ColumnFloor > 0 {
-		floor = pl.ColumnFloor
-	}
-	if want < floor {
-		want = floor
-	}
-	if pl.Budget > 0 && want > b {
-		want = b
-	}
-	return time.Now().Add(time.Duration(float64(want) * share))
-}
-
 // ChooseKronecker plans the workload whose Gram matrix is ⊗_j grams[j] —
 // a product of per-column workloads such as all 2D ranges — trying, per
 // column, the integer families and the optimised strategy (Laplace:
 // p-Identity; Gaussian: the certified convex optimum), and the Kronecker
 // products of each family across columns plus the best per-column mix.
 // Errors factor: trace(⊗G_j (⊗A_jᵀA_j)⁻¹) = Π_j trace(G_j(A_jᵀA_j)⁻¹).
-func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error) {
+// Each column's optimiser runs within columnWork(n). A cancelled ctx stops
+// it with an error wrapping ctx.Err().
+func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Options) (*GramPlan, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
@@ -138,54 +112,9 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 	}
 	cols := make([][]colEval, len(grams))
 	for j, g := range grams {
-		n := g.N()
-		for _, o := range fixedOptions(n) {
-			t0 := time.Now()
-			e := traceWith(g, o)
-			cols[j] = append(cols[j], colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
-		}
-		t0 := time.Now()
-		o, info, err := pl.optimised(g, opt.Noise, pl.optimiseDeadline(n, 1))
-		if err != nil {
+		if cols[j], err = pl.evalColumn(ctx, g, opt.Noise); err != nil {
 			return nil, err
 		}
-		if o != nil {
-			ce := colEval{opt: o, err: traceWith(g, o), seconds: time.Since(t0).Seconds()}
-			if info.cert != nil {
-				ce.gap = info.cert.Gap
-			}
-			if info.seconds == 0 {
-				ce.seconds = time.Since(t0).Seconds()
-			}
-			cols[j] = append(cols[j], ce)
-		}
-	}
-	add := func(choice []colEval) {
-		sens, unit, secs, gap := 1.0, 1.0, 0.0, 0.0
-		names := make([]string, len(choice))
-		for j, c := range choice {
-			sens *= c.opt.sens(gauss)
-			unit *= c.err
-			secs += c.seconds
-			names[j] = c.opt.name
-			if c.gap > 0 {
-				gap = (1+gap)*(1+c.gap) - 1
-			}
-		}
-		name := names[0]
-		if len(names) > 1 {
-			name = "kron(" + strings.Join(names, " ⊗ ") + ")"
-		}
-		for _, c := range plan.Candidates {
-			if c.Name == name {
-				return
-			}
-		}
-		_, _, v := calibrate(opt, sens)
-		plan.Candidates = append(plan.Candidates, Candidate{
-			Name: name, Sensitivity: sens, TotalSquaredError: v * unit,
-			Unit: sens * sens * unit, Seconds: secs, Gap: gap,
-		})
 	}
 	// Uniform families.
 	for _, o := range cols[0] {
@@ -200,7 +129,7 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 			choice[j] = cols[j][k]
 		}
 		if ok {
-			add(choice)
+			plan.addProduct(choice)
 		}
 	}
 	// Per-column best (the product's error factors, so this is optimal
@@ -215,7 +144,7 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 			}
 		}
 	}
-	add(best)
+	plan.addProduct(best)
 	slices.SortStableFunc(plan.Candidates, func(a, b Candidate) int {
 		return cmp.Compare(a.TotalSquaredError, b.TotalSquaredError)
 	})
@@ -241,6 +170,73 @@ func (pl *Planner) ChooseKronecker(grams []Gram, opt Options) (*GramPlan, error)
 	}
 	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil
+}
+
+// evalColumn evaluates the integer families and the optimised strategy
+// (within columnWork(n)) on one column's Gram.
+func (pl *Planner) evalColumn(ctx context.Context, g Gram, fam catalog.NoiseFamily) ([]colEval, error) {
+	var out []colEval
+	n := g.N()
+	for _, o := range fixedOptions(n) {
+		if err := stopped(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		e := traceWith(g, o)
+		out = append(out, colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
+	}
+	t0 := time.Now()
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
+	o, info, err := pl.optimised(ctx, g, fam, columnWork(n))
+	if err != nil {
+		return nil, err
+	}
+	if o != nil {
+		ce := colEval{opt: o, err: traceWith(g, o), seconds: time.Since(t0).Seconds()}
+		if info.cert != nil {
+			ce.gap = info.cert.Gap
+		}
+		if info.seconds == 0 {
+			ce.seconds = time.Since(t0).Seconds()
+		}
+		out = append(out, ce)
+	}
+	return out, nil
+}
+
+// addProduct adds the Kronecker product of one option per column as a
+// candidate, unless a candidate of its name is in already. Its error is
+// the product of the columns' errors.
+func (p *GramPlan) addProduct(choice []colEval) {
+	opt := p.Options
+	gauss := opt.Noise == catalog.Gaussian
+	sens, unit, secs, gap := 1.0, 1.0, 0.0, 0.0
+	names := make([]string, len(choice))
+	for j, c := range choice {
+		sens *= c.opt.sens(gauss)
+		unit *= c.err
+		secs += c.seconds
+		names[j] = c.opt.name
+		if c.gap > 0 {
+			gap = (1+gap)*(1+c.gap) - 1
+		}
+	}
+	name := names[0]
+	if len(names) > 1 {
+		name = "kron(" + strings.Join(names, " ⊗ ") + ")"
+	}
+	for _, c := range p.Candidates {
+		if c.Name == name {
+			return
+		}
+	}
+	_, _, v := calibrate(opt, sens)
+	p.Candidates = append(p.Candidates, Candidate{
+		Name: name, Sensitivity: sens, TotalSquaredError: v * unit,
+		Unit: sens * sens * unit, Seconds: secs, Gap: gap,
+	})
 }
 
 // matchesFactor reports whether the j-th factor of "kron(a ⊗ b ⊗ ...)" is name.

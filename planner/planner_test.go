@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -236,7 +237,7 @@ func TestKroneckerErrorMatchesDense(t *testing.T) {
 func TestPlanVariancesSumToTotal(t *testing.T) {
 	w := smallWorkload(t)
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
-		p, err := Choose(w, Options{Noise: fam, Epsilon: 0.5, Rho: 0.1})
+		p, err := Choose(context.Background(), w, Options{Noise: fam, Epsilon: 0.5, Rho: 0.1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +272,7 @@ func TestSingleCountMeasuresTheWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Choose(w, Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := Choose(context.Background(), w, Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,11 +307,11 @@ func TestEmptyQueriesLeaveThePlanAlone(t *testing.T) {
 		t.Fatalf("batch columns %v: the dead query's columns widen the domain", w.Columns)
 	}
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
-		p, err := Choose(w, Options{Noise: fam, Epsilon: 1, Rho: 0.5})
+		p, err := Choose(context.Background(), w, Options{Noise: fam, Epsilon: 1, Rho: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		alone, err := Choose(compileAll(byB), Options{Noise: fam, Epsilon: 1, Rho: 0.5})
+		alone, err := Choose(context.Background(), compileAll(byB), Options{Noise: fam, Epsilon: 1, Rho: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,20 @@
 package planner
 
 import (
+	"context"
 	"math"
-	"time"
 )
+
+// projOpts are projLBFGS's settings.
+type projOpts struct {
+	maxIter  int
+	memory   int
+	relTol   float64 // stop when the relative decrease over `patience` iterations is below this
+	patience int
+	upper    float64 // upper bound on every variable (0: none)
+	evalCost float64 // estimated work of one evaluation of fg
+	work     *meter  // charged for every evaluation and step; nil: no limit
+}
 
 // projLBFGS minimises f over the box [0, upper]ⁿ with a projected
 // limited-memory BFGS method: variables at the bound whose gradient pushes
@@ -13,17 +24,18 @@ import (
 // counterpart of gonum's optimize.LBFGS, which has no bounds.
 //
 // fg returns f(x) and writes ∇f(x) into grad. x is updated in place; the
-// best value found is returned with the number of evaluations.
-type projOpts struct {
-	maxIter  int
-	memory   int
-	deadline time.Time
-	relTol   float64 // stop when the relative decrease over `patience` iterations is below this
-	patience int
-	upper    float64 // upper bound on every variable (0: none)
-}
-
-func projLBFGS(fg func(x, grad []float64) float64, x []float64, o projOpts) (float64, int) {
+// best value found is returned with the number of evaluations. The run
+// stops at its tolerance, after maxIter iterations, or when o.work is
+// spent (each evaluation costs o.evalCost, each step its own O(memory·n)),
+// so where it stops depends on the problem alone. A cancelled ctx stops it
+// with an error (the caller must not use x then).
+//
+// It is one function of some 195 lines on purpose: one iteration's state
+// (x, its gradient and value, the free set, the memory pairs) flows through
+// the direction (the two-loop recursion), the projected line search and
+// the memory update, in the textbook's order; split, each part would take
+// and return most of that state.
+func projLBFGS(ctx context.Context, fg func(x, grad []float64) float64, x []float64, o projOpts) (float64, int, error) {
 	n := len(x)
 	if o.memory == 0 {
 		o.memory = 12
@@ -39,11 +51,16 @@ func projLBFGS(fg func(x, grad []float64) float64, x []float64, o projOpts) (flo
 	for i := range x {
 		x[i] = clamp(x[i])
 	}
+	work := o.work
+	if work == nil {
+		work = &meter{limit: math.Inf(1)}
+	}
 	g := make([]float64, n)
 	f := fg(x, g)
 	evals := 1
+	work.spend(o.evalCost)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return f, evals
+		return f, evals, nil
 	}
 	type pair struct {
 		s, y []float64
@@ -57,9 +74,13 @@ func projLBFGS(fg func(x, grad []float64) float64, x []float64, o projOpts) (flo
 	free := make([]bool, n)
 	hist := []float64{f}
 	for it := 0; it < o.maxIter; it++ {
-		if !o.deadline.IsZero() && time.Now().After(o.deadline) {
+		if err := stopped(ctx); err != nil {
+			return f, evals, err
+		}
+		if work.done() {
 			break
 		}
+		work.spend(float64((4*len(mem) + 12) * n))
 		// Free variables.
 		for i := range x {
 			free[i] = !(x[i] <= 0 && g[i] > 0) && !(x[i] >= ub && g[i] < 0)
@@ -148,11 +169,17 @@ func projLBFGS(fg func(x, grad []float64) float64, x []float64, o projOpts) (flo
 		var fn float64
 		accepted := false
 		for ls := 0; ls < 30; ls++ {
+			if ls > 0 {
+				if err := stopped(ctx); err != nil {
+					return f, evals, err
+				}
+			}
 			for i := range x {
 				xn[i] = clamp(x[i] + step*d[i])
 			}
 			fn = fg(xn, gn)
 			evals++
+			work.spend(o.evalCost)
 			dec := 0.0
 			for i := range x {
 				dec += g[i] * (xn[i] - x[i])
@@ -202,5 +229,5 @@ func projLBFGS(fg func(x, grad []float64) float64, x []float64, o projOpts) (flo
 			break
 		}
 	}
-	return f, evals
+	return f, evals, nil
 }

@@ -1,10 +1,10 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // The residual algebra over a family of column sets (ResidualPlanner,
@@ -216,9 +216,10 @@ func (f *subsetFamily) residualOptimum(coef []float64, l2 bool) ([]blockVar, []f
 }
 
 // optimiseWeights minimises Δ²·Σ_T a_T/λ̃_T over non-negative block weights
-// by projected L-BFGS from each start (weights parallel to vars), and
-// returns the best at unit sensitivity.
-func (f *subsetFamily) optimiseWeights(coef []float64, vars []blockVar, starts [][]float64, l2 bool, deadline time.Time) []float64 {
+// by projected L-BFGS from each start (weights parallel to vars) within the
+// given work, and returns the best at unit sensitivity (nil with an error
+// only when ctx is done).
+func (f *subsetFamily) optimiseWeights(ctx context.Context, coef []float64, vars []blockVar, starts [][]float64, l2 bool, work float64) ([]float64, error) {
 	fg := func(v, grad []float64) float64 {
 		d := weightNorm(v, l2) // Δ₁, or Δ₂²
 		lam := f.lambda(vars, v)
@@ -254,22 +255,64 @@ func (f *subsetFamily) optimiseWeights(coef []float64, vars []blockVar, starts [
 		}
 		return d * d * e
 	}
+	// One evaluation: λ̃ and the gradient each visit every block's covered
+	// sets; the error and q visit every set.
+	cover := 0
+	for _, bv := range vars {
+		if bv.residual {
+			cover++
+		} else {
+			cover += len(f.down[bv.set])
+		}
+	}
+	evalCost := float64(2*cover+3*len(f.sets)+4*len(vars)) + evalOverhead/4
+	m := &meter{limit: work}
 	var best []float64
 	bestF := math.Inf(1)
 	for _, s := range starts {
-		if best != nil && time.Now().After(deadline) {
+		if best != nil && m.done() {
 			break
 		}
 		v := slices.Clone(s)
-		fv, _ := projLBFGS(fg, v, projOpts{maxIter: 2000, relTol: 1e-10, patience: 30, deadline: deadline})
+		fv, _, err := projLBFGS(ctx, fg, v, projOpts{maxIter: 2000, relTol: 1e-10, patience: 30, evalCost: evalCost, work: m})
+		if err != nil {
+			return nil, err
+		}
 		if fv < bestF {
 			bestF, best = fv, v
 		}
 	}
 	if best == nil {
-		return nil
+		return nil, nil
 	}
-	return normalised(best, l2)
+	return normalised(best, l2), nil
+}
+
+// mixedStarts are the variables of the Laplace mix of marginal blocks (on
+// every set of f) and residual blocks (resVars), and four starts for
+// optimiseWeights: the workload's marginals (on the sets ws), the
+// closed-form residuals res, the marginals with a little on every set, and
+// a fourth left zero for the caller.
+func (f *subsetFamily) mixedStarts(ws []int, resVars []blockVar, res []float64) ([]blockVar, [][]float64) {
+	var vars []blockVar
+	for s := range f.sets {
+		vars = append(vars, f.marginalVar(s))
+	}
+	nm := len(vars)
+	vars = append(vars, resVars...)
+	starts := make([][]float64, 4)
+	for i := range starts {
+		starts[i] = make([]float64, len(vars))
+	}
+	for _, s := range ws {
+		starts[0][s] = 1
+		starts[2][s] = 1
+	}
+	copy(starts[1][nm:], res)
+	for s := range f.sets {
+		starts[2][s] += 0.05
+	}
+	return vars, starts
 }
 
 // marginalVariances is, for each set S of a marginal workload, the
@@ -311,9 +354,9 @@ func (f *subsetFamily) marginalCoefficients(ws []int, p []float64) []float64 {
 // minimises Σ_S p_S·v_S; by minimax duality (the problem is convex in 1/λ̃),
 // max over p of that minimum is a lower bound on the optimum, and the best
 // max_S v_S seen is an upper bound. Multiplicative updates p_S ∝ p_S·v_S
-// close the gap; it returns the best weights and the certified gap
-// (upper/lower − 1).
-func (f *subsetFamily) minimaxResiduals(ws []int, l2 bool, deadline time.Time) ([]blockVar, []float64, float64) {
+// close the gap, until it is below 10⁻⁴ or the work is spent; it returns
+// the best weights and the certified gap (upper/lower − 1).
+func (f *subsetFamily) minimaxResiduals(ctx context.Context, ws []int, l2 bool, work float64) ([]blockVar, []float64, float64, error) {
 	p := make([]float64, len(ws))
 	for i := range p {
 		p[i] = 1 / float64(len(ws))
@@ -322,7 +365,18 @@ func (f *subsetFamily) minimaxResiduals(ws []int, l2 bool, deadline time.Time) (
 	var bestV []float64
 	upper, lower := math.Inf(1), 0.0
 	pc := make([]float64, len(ws))
+	// One iteration: the coefficients, λ̃ and the variances each visit the
+	// subsets of every marginal; the closed form visits every set.
+	cover := 0
+	for _, s := range ws {
+		cover += len(f.down[s])
+	}
+	m := &meter{limit: work}
 	for it := 0; it < 500; it++ {
+		if err := stopped(ctx); err != nil {
+			return nil, nil, 0, err
+		}
+		m.spend(float64(3*cover + 6*len(f.sets)))
 		for i, s := range ws {
 			pc[i] = p[i] / f.pi[s] // p_S on the marginal's mean cell variance
 		}
@@ -339,7 +393,7 @@ func (f *subsetFamily) minimaxResiduals(ws []int, l2 bool, deadline time.Time) (
 			upper, bestVars, bestV = mx, vars, v
 		}
 		lower = math.Max(lower, avg)
-		if upper <= lower*(1+1e-4) || time.Now().After(deadline) {
+		if upper <= lower*(1+1e-4) || m.done() {
 			break
 		}
 		sum := 0.0
@@ -351,7 +405,7 @@ func (f *subsetFamily) minimaxResiduals(ws []int, l2 bool, deadline time.Time) (
 			p[i] /= sum
 		}
 	}
-	return bestVars, bestV, upper/lower - 1
+	return bestVars, bestV, upper/lower - 1, nil
 }
 
 // weightNorm is Σ v (L1) or Σ v² (L2) over non-negative weights: a

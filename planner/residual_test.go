@@ -1,10 +1,10 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
-	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -145,8 +145,15 @@ func TestResidualAlgebraMatchesDense(t *testing.T) {
 			for i := range start {
 				start[i] = 1
 			}
-			cands = append(cands, cand{"mix", mixVars, f.optimiseWeights(coef, mixVars, [][]float64{start}, gauss, time.Now().Add(time.Second))})
-			mv, m, _ := f.minimaxResiduals(ws, gauss, time.Now().Add(time.Second))
+			mix, err := f.optimiseWeights(context.Background(), coef, mixVars, [][]float64{start}, gauss, workOf(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cands = append(cands, cand{"mix", mixVars, mix})
+			mv, m, _, err := f.minimaxResiduals(context.Background(), ws, gauss, workOf(1))
+			if err != nil {
+				t.Fatal(err)
+			}
 			cands = append(cands, cand{"maxvar", mv, m})
 			for _, c := range cands {
 				blocks, err := f.calibrateBlocks(c.vars, c.v, opt)
@@ -227,7 +234,10 @@ func TestMinimaxResiduals(t *testing.T) {
 	}
 	for _, gauss := range []bool{false, true} {
 		tv, tw := f.residualOptimum(f.marginalCoefficients(ws, ones), gauss)
-		mv, mw, gap := f.minimaxResiduals(ws, gauss, time.Now().Add(5*time.Second))
+		mv, mw, gap, err := f.minimaxResiduals(context.Background(), ws, gauss, workOf(5))
+		if err != nil {
+			t.Fatal(err)
+		}
 		total := slices.Max(f.marginalVariances(ws, f.lambda(tv, tw)))
 		minimax := slices.Max(f.marginalVariances(ws, f.lambda(mv, mw)))
 		if !(gap < 1e-3) {
@@ -248,8 +258,8 @@ func TestChooseMarginalsWide(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = 10
 	}
-	pl := &Planner{Budget: 50 * time.Millisecond}
-	p, err := pl.ChooseMarginals(AllMarginals(sizes, 3), Options{Noise: catalog.Gaussian, Rho: 0.5})
+	pl := New()
+	p, err := pl.ChooseMarginals(context.Background(), AllMarginals(sizes, 3), Options{Noise: catalog.Gaussian, Rho: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}

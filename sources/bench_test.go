@@ -58,7 +58,7 @@ func BenchmarkSQLiteHistogram(b *testing.B) {
 // BenchmarkUnitHistogram times a cold histogram of kind × hour over
 // DPPROXY_BENCH_ROWS rows (default 200,000) of an event table on SQLite,
 // without a privacy unit (the file scan: one pass, no sort) and with one
-// (max_rows 5: the keyed hash, SQLite's window function and sort). Compare
+// (max_rows 5: the same scan, bounding per unit, sqlite_bound.go). Compare
 // the two sub-benchmarks' ns/op:
 //
 //	go test ./sources -run XXX -bench UnitHistogram -benchtime 3x

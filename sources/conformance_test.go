@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	pgServer.Stop()
 	mariaServer.Stop()
+	chServer.Stop()
 	os.Exit(code)
 }
 

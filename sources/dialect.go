@@ -24,9 +24,9 @@ type dialect interface {
 	// exactText is an expression whose equality with a text parameter is
 	// byte-for-byte equality of col's text (no collation, no padding).
 	exactText(col string) string
-	// like is col LIKE pat ESCAPE esc (pat and esc bound parameters) as
-	// catalog.Like matches: exactly, character by character.
-	like(col, pat, esc string) string
+	// like is col LIKE p as catalog.Like matches it: exactly, character
+	// by character; bind binds a parameter and returns its placeholder.
+	like(col string, p catalog.Pattern, bind func(any) string) string
 	// floorDiv is ⌊(col − min) / width⌋ for col ≥ min: exact for integer
 	// columns, IEEE double arithmetic for floating ones.
 	floorDiv(col string, min, width int64) string
@@ -40,6 +40,13 @@ type dialect interface {
 	// keyedHash is UnitHash(key, vals...) computed by the engine, ordered
 	// as its hex digest (units.go); key is a bound parameter.
 	keyedHash(key string, vals []string) string
+}
+
+// utcTime is a dialect without a session time zone (ClickHouse): utc
+// converts a time column or a time literal to UTC for the comparisons of
+// pushdown.bin.
+type utcTime interface {
+	utc(expr string) string
 }
 
 // table quotes a possibly qualified source table, part by part:
@@ -69,7 +76,12 @@ type pushdown struct {
 
 // from is the row source: the table itself. This is the hook where a
 // per-table row filter or a contribution-bounding subquery goes.
-func (q *pushdown) from() string { return table(q.d, sourceTable(q.t)) }
+func (q *pushdown) from() string {
+	if q.t.Join != nil {
+		return q.d.ident(joinedName) // unitjoin.go
+	}
+	return table(q.d, sourceTable(q.t))
+}
 
 func (q *pushdown) bind(v any) string {
 	q.args = append(q.args, v)
@@ -110,7 +122,7 @@ func (q *pushdown) bin(c *catalog.Column) string {
 		}
 		fmt.Fprintf(&b, "%d", len(c.Values))
 		for i, p := range c.Patterns {
-			fmt.Fprintf(&b, " + CASE WHEN %s THEN %d ELSE 0 END", q.d.like(col, q.bind(sqlPattern(p)), q.bind(p.Escape)), 1<<i)
+			fmt.Fprintf(&b, " + CASE WHEN %s THEN %d ELSE 0 END", q.d.like(col, p, q.bind), 1<<i)
 		}
 		if len(c.Values) > 0 {
 			b.WriteString(" END")
@@ -122,8 +134,12 @@ func (q *pushdown) bin(c *catalog.Column) string {
 	case catalog.TimeRange:
 		// Literals compare as the column's type: timestamps and dates in
 		// the session's UTC.
-		fmt.Fprintf(&b, " WHEN %s < '%s' THEN %d WHEN %s >= '%s' THEN %d ELSE %s END",
-			col, catalog.FormatTime(c.Min, false), cell(c.LowCell()), col, catalog.FormatTime(c.Max+1, false), cell(c.HighCell()), q.d.timeBin(col, c))
+		tcol, lo, hi := col, "'"+catalog.FormatTime(c.Min, false)+"'", "'"+catalog.FormatTime(c.Max+1, false)+"'"
+		if u, ok := q.d.(utcTime); ok {
+			tcol, lo, hi = u.utc(tcol), u.utc(lo), u.utc(hi)
+		}
+		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s >= %s THEN %d ELSE %s END",
+			tcol, lo, cell(c.LowCell()), tcol, hi, cell(c.HighCell()), q.d.timeBin(col, c))
 	default:
 		k := len(c.Edges) - 1
 		fmt.Fprintf(&b, " WHEN %s < %s THEN %d WHEN %s > %s THEN %d", col, number(c.Edges[0]), cell(c.LowCell()), col, number(c.Edges[k]), cell(c.HighCell()))
@@ -159,7 +175,7 @@ func sqlPattern(p catalog.Pattern) string {
 // GROUP BY b0, b1.
 func (q *pushdown) sql() string {
 	if q.t.Unit != nil {
-		return q.serverBounded(q.key)
+		return q.joined(q.serverBounded(q.key))
 	}
 	if len(q.cols) == 0 {
 		return "SELECT COUNT(*) FROM " + q.from()

@@ -14,6 +14,9 @@
 //     protocol (Citus and other distributed PostgreSQL).
 //   - mysql.go: MySQL and MariaDB (github.com/go-sql-driver/mysql), and what
 //     speaks their protocol (Vitess, TiDB).
+//   - clickhouse.go: ClickHouse over its native protocol
+//     (github.com/ClickHouse/clickhouse-go/v2), a Distributed table over a
+//     cluster's shards too; times read through toDateTime(…, 'UTC').
 //
 // Server engines get one pushed-down GROUP BY over binned columns
 // (dialect.go builds it from the catalog's binning rules, so every engine
@@ -37,8 +40,15 @@
 //
 // A table with a privacy unit is counted truncated per unit (units.go): each
 // unit keeps its max_rows rows of least keyed hash, and with max_groups /
-// max_rows_per_group its cells and rows per cell likewise, by window
-// functions in one pushed-down statement on every engine (SQLite through
-// sqlite_units.go), with the key generated once into the data directory.
+// max_rows_per_group its cells and rows per cell likewise, with the key
+// generated once into the data directory. SQLite bounds inside the file
+// scan (sqlite_bound.go, keyed SipHash: unithash.go), in as many passes as
+// a byte cap on its state needs (decided from the file's size alone), and
+// by window functions in SQL for what the scan leaves (sqlite_units.go);
+// the servers in one pushed-down statement that hashes and ranks only the
+// rows of units over max_rows, and ranks (unit, cell) aggregates, not
+// rows, for max_groups / max_rows_per_group; ClickHouse, without window
+// functions in 18.16, by LIMIT … BY, on each shard when the table is
+// declared sharded by its unit (clickhouse.go).
 // profile.go gives the data owner the exact rows-per-unit distribution.
 package sources

@@ -15,7 +15,8 @@ import (
 // key of column, the number of distinct privacy units that hold it after
 // contribution bounding, and fn is called once per key. With a privacy
 // unit, each unit keeps the max_groups of its distinct keys of least keyed
-// hash (UnitHash, as the histograms' bounding), so that one unit moves at
+// hash (the histograms' bounding hash: UnitHash on the servers, UnitHash64
+// on SQLite), so that one unit moves at
 // most max_groups counts by one; without max_groups, each unit keeps its
 // max_rows rows of least keyed hash, the rows its histograms keep, so it
 // moves at most max_rows counts by one (rowBoundedKeys). A row-privacy
@@ -24,7 +25,8 @@ import (
 //
 // Keys are text (an integer column's in decimal), grouped by their exact
 // text. The servers (PostgreSQL, MySQL/MariaDB) order each unit's keys by
-// the same keyed hash in SQL (dialect.keyedHash). Nothing here leaves the
+// the same keyed hash in SQL (dialect.keyedHash), ClickHouse with LIMIT …
+// BY (chSource.keyUnits), SQLite by UnitHash64. Nothing here leaves the
 // proxy: the caller releases only the keys that pass selection.
 func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn func(key string, units int64) error) error {
 	src := s.sources[t.Source]
@@ -53,7 +55,7 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 				bind = append(bind, be.key)
 				return "dpproxy_unit_hash(?, " + strings.Join(vals, ", ") + ")"
 			}}
-			q = rowBoundedKeys(b, k, func() string { bind = append(bind, t.Unit.MaxRows); return "?" })
+			q = rowBoundedKeys(b, k)
 			args = bind
 			break
 		}
@@ -63,6 +65,8 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 	FROM (SELECT DISTINCT %s AS dpproxy_u, %s AS dpproxy_k FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL)
 ) WHERE dpproxy_rn <= ? GROUP BY dpproxy_k`, u, k, tbl, u, k)
 		args = []any{be.key, t.Unit.MaxGroups}
+	case *chSource:
+		return be.keyUnits(ctx, t, c, fn)
 	case *server:
 		db, cancel = be.db, be.cancel
 		// Keys are grouped by their exact text (no collation, no
@@ -78,7 +82,7 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 		pd := &pushdown{d: be.d, t: t}
 		if t.Unit.MaxGroups < 1 {
 			b := &boundedQuery{t: t, ident: be.d.ident, table: tbl, raw: []string{c.Name}, hash: func(vals []string) string { return be.d.keyedHash(pd.bind(be.key), vals) }}
-			q = rowBoundedKeys(b, k, func() string { return pd.bind(t.Unit.MaxRows) })
+			q = rowBoundedKeys(b, k)
 			args = pd.args
 			break
 		}
@@ -128,16 +132,16 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 }
 
 // rowBoundedKeys is the count of distinct units per key of a unit table
-// without max_groups: each unit keeps its max_rows rows of least keyed
-// hash (the rows every histogram of the table keeps, boundedQuery.ranked),
-// so it holds at most max_rows keys. k is the key's expression over the
-// raw column; maxRows binds max_rows (after the hash key, in text order).
-func rowBoundedKeys(b *boundedQuery, k string, maxRows func() string) string {
+// without max_groups: each unit keeps its max_rows rows (boundedQuery.kept:
+// all of a unit with at most max_rows rows, else those of least keyed
+// hash — the rows every histogram of the table keeps), so it holds at most
+// max_rows keys. k is the key's expression over the raw column.
+func rowBoundedKeys(b *boundedQuery, k string) string {
 	col := b.ident(b.raw[0])
-	ranked := b.ranked()
-	return fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
-	SELECT DISTINCT dpproxy_unit, %s AS dpproxy_k FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %s AND %s IS NOT NULL
-) dpproxy_kept GROUP BY dpproxy_k`, k, ranked, maxRows(), col)
+	maxRows := b.t.Unit.MaxRows
+	return b.heavy(maxRows) + fmt.Sprintf(`SELECT dpproxy_k, COUNT(*) FROM (
+	SELECT DISTINCT dpproxy_unit, %s AS dpproxy_k FROM %s WHERE %s IS NOT NULL
+) dpproxy_keys GROUP BY dpproxy_k`, k, b.kept(maxRows), col)
 }
 
 // keyText is a key's text: strings and bytes as they are, integers in

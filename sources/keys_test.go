@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/internal/testdb"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/selection"
 )
@@ -71,12 +72,22 @@ func keyRows() []keyRow {
 // keyMaxRows is the fixture's max_rows under a unit without max_groups.
 const keyMaxRows = 4
 
+// keyHash is an engine's keyed hash as text in the order the engine
+// ranks by: UnitHash for the servers, sqliteKeyHash for SQLite.
+type keyHash func(key string, vals ...any) string
+
+// sqliteKeyHash is SQLite's UnitHash64 as fixed-width hex, whose order is
+// the unsigned order SQL ranks by.
+func sqliteKeyHash(key string, vals ...any) string {
+	return fmt.Sprintf("%016x", UnitHash64(key, vals...))
+}
+
 // wantKeyUnits replays KeyUnits in Go: per unit its distinct keys of
-// column col, the g of least UnitHash kept; g = 0 counts rows (no unit);
+// column col, the g of least keyed hash (hash) kept; g = 0 counts rows (no unit);
 // g < 0 (no max_groups) keeps each unit's keyMaxRows rows of least row
 // hash (the unit, then ref, item, n in catalog order) and counts their
 // distinct keys.
-func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
+func wantKeyUnits(rows []keyRow, hash keyHash, key, col string, g int) map[string]int64 {
 	want := map[string]int64{}
 	if g < 0 {
 		type hr struct {
@@ -93,7 +104,7 @@ func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
 			if col == "ref" {
 				k = w.ref
 			}
-			per[u] = append(per[u], hr{UnitHash(key, u, w.ref, w.item, int64(1)), k})
+			per[u] = append(per[u], hr{hash(key, u, w.ref, w.item, int64(1)), k})
 		}
 		for _, l := range per {
 			slices.SortFunc(l, func(a, b hr) int { return strings.Compare(a.h, b.h) })
@@ -138,7 +149,7 @@ func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
 				n, _ := strconv.ParseInt(k, 10, 64)
 				v = n
 			}
-			l = append(l, hk{UnitHash(key, u, v), k})
+			l = append(l, hk{hash(key, u, v), k})
 		}
 		slices.SortFunc(l, func(a, b hk) int {
 			if c := strings.Compare(a.h, b.h); c != 0 {
@@ -156,7 +167,7 @@ func wantKeyUnits(rows []keyRow, key, col string, g int) map[string]int64 {
 // checkKeyUnits compares KeyUnits with wantKeyUnits over source (a
 // catalog sources entry) for max_groups 1 and 3, for a unit bounded by
 // max_rows alone and for row privacy.
-func checkKeyUnits(t *testing.T, source string, rows []keyRow) {
+func checkKeyUnits(t *testing.T, source string, hash keyHash, rows []keyRow) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, g := range []int{1, 3, -1, 0} {
@@ -181,7 +192,7 @@ func checkKeyUnits(t *testing.T, source string, rows []keyRow) {
 			cols = cols[:1]
 		}
 		for _, col := range cols {
-			want := wantKeyUnits(rows, key, col, g)
+			want := wantKeyUnits(rows, hash, key, col, g)
 			got := map[string]int64{}
 			if err := set.KeyUnits(ctx, cat.Table("e"), col, func(k string, n int64) error { got[k] += n; return nil }); err != nil {
 				t.Fatal(err)
@@ -212,7 +223,7 @@ func TestKeyUnitsSQLite(t *testing.T) {
 	rows := keyRows()
 	loadKeyRows(t, db, "CREATE TABLE e (uid INTEGER, ref TEXT, item INTEGER, n INTEGER)", "INSERT INTO e VALUES (?, ?, ?, 1)", rows)
 	db.Close()
-	checkKeyUnits(t, "main: {driver: sqlite, path: "+path+"}", rows)
+	checkKeyUnits(t, "main: {driver: sqlite, path: "+path+"}", sqliteKeyHash, rows)
 }
 
 // The same on PostgreSQL: the per-unit bounding in SQL (ROW_NUMBER over
@@ -236,7 +247,7 @@ func TestKeyUnitsPostgres(t *testing.T) {
 	} else {
 		dsn += " search_path=keys"
 	}
-	checkKeyUnits(t, "main: {driver: postgres, dsn: \""+dsn+"\"}", rows)
+	checkKeyUnits(t, "main: {driver: postgres, dsn: \""+dsn+"\"}", UnitHash, rows)
 }
 
 // The same on MariaDB, whose default collation is case-insensitive and
@@ -255,7 +266,7 @@ func TestKeyUnitsMariaDB(t *testing.T) {
 	rows := keyRows()
 	loadKeyRows(t, db, "CREATE TABLE keysel.e (uid BIGINT, ref VARCHAR(64), item BIGINT, n BIGINT) CHARACTER SET utf8mb4", "INSERT INTO keysel.e VALUES (?, ?, ?, 1)", rows)
 	dsn := fmt.Sprintf("root@unix(%s)/keysel", strings.TrimSuffix(strings.TrimPrefix(srv.AdminDSN, "root@unix("), ")/?multiStatements=true"))
-	checkKeyUnits(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", rows)
+	checkKeyUnits(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", UnitHash, rows)
 }
 
 func loadKeyRows(t *testing.T, db *sql.DB, create, insert string, rows []keyRow) {
@@ -362,4 +373,24 @@ func BenchmarkKeySelection(b *testing.B) {
 	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain-ms")
 	b.ReportMetric(float64(distinct), "keys")
 	b.ReportMetric(float64(released), "released")
+}
+
+// The same on ClickHouse, behind a Distributed table with the rows spread
+// over the shards at random: LIMIT … BY over the keyed hash against the Go
+// replay.
+func TestKeyUnitsClickHouse(t *testing.T) {
+	srv := chServer.Get(t)
+	rows := keyRows()
+	var loaded [][]any
+	for i, w := range rows {
+		loaded = append(loaded, []any{w.u, w.ref, w.item, int64(1), uint64(i)})
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	chDistributed(t, srv, "keysel", "e", []string{"uid Nullable(Int64)", "ref Nullable(String)", "item Int64", "n Int64", "id UInt64"},
+		"id", "rand()", loaded, func(int, []any) int { return r.IntN(testdb.ClickHouseShards) })
+	dsn := strings.Replace(srv.AdminDSN, "/default?", "/keysel?", 1)
+	if !strings.Contains(dsn, "/keysel?") {
+		t.Skipf("cannot name the database in %s", srv.AdminDSN)
+	}
+	checkKeyUnits(t, "main: {driver: clickhouse, dsn: \""+dsn+"\"}", UnitHash, rows)
 }

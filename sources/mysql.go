@@ -30,8 +30,9 @@ func (mysqlDialect) exactText(col string) string {
 
 // like matches under utf8mb4_bin: by code point, case and accents
 // counting, and LIKE never pads.
-func (mysqlDialect) like(col, pat, esc string) string {
-	return "CONVERT(" + col + " USING utf8mb4) COLLATE utf8mb4_bin LIKE CONVERT(" + pat + " USING utf8mb4) COLLATE utf8mb4_bin ESCAPE " + esc
+func (mysqlDialect) like(col string, p catalog.Pattern, bind func(any) string) string {
+	pat := bind(sqlPattern(p))
+	return "CONVERT(" + col + " USING utf8mb4) COLLATE utf8mb4_bin LIKE CONVERT(" + pat + " USING utf8mb4) COLLATE utf8mb4_bin ESCAPE " + bind(p.Escape)
 }
 
 // keyedHash is SHA2(…, 256), lower-case hex, over the utf8mb4 text.

@@ -30,8 +30,9 @@ func (postgres) exactText(col string) string { return "(" + col + ")::text COLLA
 
 // like matches under the "C" collation: character by character (the
 // database's encoding decides what a character is), case counting.
-func (postgres) like(col, pat, esc string) string {
-	return "(" + col + ")::text COLLATE \"C\" LIKE " + pat + "::text ESCAPE " + esc + "::text"
+func (postgres) like(col string, p catalog.Pattern, bind func(any) string) string {
+	pat := bind(sqlPattern(p))
+	return "(" + col + ")::text COLLATE \"C\" LIKE " + pat + "::text ESCAPE " + bind(p.Escape) + "::text"
 }
 
 // keyedHash is sha256 (bytea, ordered bytewise as its hex) of the UTF-8

@@ -79,6 +79,9 @@ type Options struct {
 	// CacheBytes bounds the histogram cache (0: the catalog's
 	// cache.histograms, else catalog.DefaultHistogramCacheBytes).
 	CacheBytes int64
+	// BoundBytes caps the state of contribution bounding inside SQLite's
+	// file scan (0: DefaultBoundBytes); see sqlite_bound.go.
+	BoundBytes int64
 	Logger     *slog.Logger
 }
 
@@ -110,7 +113,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 		}
 	}
 	for _, name := range names {
-		src, err := open(ctx, cat.Sources[name], opt.DataDir, key)
+		src, err := open(ctx, cat.Sources[name], opt, key)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("source %s (%s): %w", name, cat.Sources[name].Driver, err)
@@ -120,7 +123,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 	return s, nil
 }
 
-func open(ctx context.Context, cfg *catalog.Source, dataDir, key string) (*source, error) {
+func open(ctx context.Context, cfg *catalog.Source, opt Options, key string) (*source, error) {
 	src := &source{name: cfg.Name, cfg: cfg, ttl: cfg.CacheTTL}
 	if !cfg.CacheTTLSet && cfg.Driver != catalog.DriverSQLite {
 		src.ttl = DefaultServerCacheTTL
@@ -128,11 +131,12 @@ func open(ctx context.Context, cfg *catalog.Source, dataDir, key string) (*sourc
 	var conns int
 	switch cfg.Driver {
 	case catalog.DriverSQLite:
-		be, err := openSQLite(ctx, cfg, dataDir)
+		be, err := openSQLite(ctx, cfg, opt.DataDir)
 		if err != nil {
 			return nil, err
 		}
 		be.key = key
+		be.boundBytes = opt.BoundBytes
 		src.be, conns = be, sqliteDefaultConnections
 	case catalog.DriverPostgres, catalog.DriverMySQL:
 		d, err := dsn(cfg)
@@ -156,6 +160,17 @@ func open(ctx context.Context, cfg *catalog.Source, dataDir, key string) (*sourc
 			srv.version = srv.d.defaultVersion()
 		}
 		src.be = srv
+	case catalog.DriverClickHouse:
+		d, err := dsn(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := openClickHouse(ctx, d, cfg.MaxConnections)
+		if err != nil {
+			return nil, err
+		}
+		ch.key, ch.version = key, cfg.VersionQuery
+		src.be, conns = ch, chDefaultConnections
 	default:
 		return nil, fmt.Errorf("unsupported driver %q", cfg.Driver)
 	}

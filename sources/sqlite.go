@@ -37,6 +37,8 @@ type sqliteSource struct {
 	versionFree chan struct{}
 	workers     int
 	key         string // the unit hash key (units.go)
+	// boundBytes caps the bounded file scan's state (sqlite_bound.go).
+	boundBytes int64
 }
 
 // sqliteDefaultConnections is an SQLite source's pool size unless the
@@ -117,6 +119,20 @@ func (s *sqliteSource) count(ctx context.Context, t *catalog.Table, cols []*cata
 	}
 	defer tx.Rollback()
 	if t.Unit != nil {
+		scan, root, err := s.planBound(ctx, tx, t, cols)
+		if err != nil {
+			return err
+		}
+		if scan != nil {
+			defer scan.sf.close()
+			scan.rows = rows
+			err := scan.runBound(ctx, root, counts, s.workers, nil)
+			if !errors.Is(err, errFileFormat) {
+				return err
+			}
+			clear(counts)
+			rows.Store(0)
+		}
 		return s.bounded(ctx, tx, t, cols, counts, rows)
 	}
 	if len(cols) == 0 {
@@ -151,6 +167,12 @@ func (s *sqliteSource) count(ctx context.Context, t *catalog.Table, cols []*cata
 // schema, in a rollback-journal UTF-8 database, whose binned columns are
 // stored in its records. It returns nil to use SQL.
 func (s *sqliteSource) plan(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column) (*fileScan, uint32, error) {
+	return s.planWith(ctx, tx, t, cols, nil)
+}
+
+// planWith is plan with a further check of the table's columns and DDL
+// (false: use SQL).
+func (s *sqliteSource) planWith(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column, bound func(info map[string]columnInfo, ddl string) bool) (*fileScan, uint32, error) {
 	schema, name := splitTable(sourceTable(t))
 	var typ, ddl string
 	var root int64
@@ -172,6 +194,11 @@ func (s *sqliteSource) plan(ctx context.Context, tx *sql.Tx, t *catalog.Table, c
 	info, err := tableInfo(ctx, tx, name)
 	if err != nil || info == nil {
 		return nil, 0, err
+	}
+	if bound != nil {
+		if !bound(info, ddl) {
+			return nil, 0, nil
+		}
 	}
 	scan := &fileScan{strides: strides(cols)}
 	for _, c := range cols {
@@ -203,7 +230,8 @@ func (s *sqliteSource) plan(ctx context.Context, tx *sql.Tx, t *catalog.Table, c
 type columnInfo struct {
 	index  int // record position; -1 for the rowid alias
 	dflt   any
-	stored bool // false when the scan cannot read it (generated, hidden, odd default)
+	typ    string // the declared type
+	stored bool   // false when the scan cannot read it (generated, hidden, odd default)
 }
 
 // tableInfo maps each column name to where records keep it. It returns nil
@@ -227,7 +255,7 @@ func tableInfo(ctx context.Context, tx *sql.Tx, name string) (map[string]columnI
 		if hidden != 0 {
 			return nil, rows.Close()
 		}
-		ci := columnInfo{index: cid, stored: true}
+		ci := columnInfo{index: cid, stored: true, typ: typ}
 		if dflt.Valid {
 			ci.dflt, ci.stored = literal(dflt.String, typ)
 		}

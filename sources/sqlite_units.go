@@ -16,16 +16,18 @@ import (
 	sqlite "modernc.org/sqlite"
 )
 
-// The SQLite path of contribution bounding (units.go) runs as SQL, not in
-// the file scan: SQLite's window functions rank each unit's rows by the
-// keyed hash (dpproxy_unit_hash, a Go function), a Go function bins each
-// kept row into its internal cell (dpproxy_cell, catalog.Column.CellOf as
-// the file scan does), and a GROUP BY counts the cells. The ranking sorts
-// by unit; SQLite's sorter keeps at most its cache in memory and spills
-// the rest to temporary files, so memory stays bounded (by SQLite's
+// The SQL path of SQLite's contribution bounding (units.go), for what the
+// bounded file scan (sqlite_bound.go) leaves to SQL: WAL databases, views,
+// WITHOUT ROWID tables, collated or REAL unit columns, files past the scan's
+// byte cap. SQLite's window functions rank each unit's rows by the keyed
+// hash (dpproxy_unit_hash, a Go function: UnitHash64), a Go function bins
+// each kept row into its internal cell (dpproxy_cell, catalog.Column.CellOf
+// as the file scan does), and a GROUP BY counts the cells. The ranking
+// sorts by unit; SQLite's sorter keeps at most its cache in memory and
+// spills the rest to temporary files, so memory stays bounded (by SQLite's
 // cache_size and the domain-sized counts) whatever the number of rows or
-// units, at the cost of the one-pass count without sorting that row-level
-// tables get.
+// units, at many times the file scan's cost. It gives the file scan's
+// histogram exactly (TestBoundedScanMatchesSQL).
 
 // bounded counts t truncated per unit.
 func (s *sqliteSource) bounded(ctx context.Context, tx *sql.Tx, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
@@ -64,6 +66,9 @@ func (s *sqliteSource) boundedQuery(t *catalog.Table, cols []*catalog.Column, pa
 	var args []any
 	bind := func(v any) string { args = append(args, v); return "?" }
 	b := &boundedQuery{t: t, ident: sqliteIdent, table: sqliteTable(sourceTable(t)), pairs: pairs}
+	if t.Join != nil {
+		b.table = sqliteIdent(joinedName) // unitjoin.go
+	}
 	b.hash = func(vals []string) string {
 		return "dpproxy_unit_hash(" + bind(s.key) + ", " + strings.Join(vals, ", ") + ")"
 	}
@@ -80,7 +85,7 @@ func (s *sqliteSource) boundedQuery(t *catalog.Table, cols []*catalog.Column, pa
 		}
 		b.cellOf = func(outs []string) string { return outs[0] }
 	}
-	return b.sql(), args
+	return withJoined(t, sqliteIdent, sqliteTable, b.sql()), args
 }
 
 var registerUnitOnce sync.Once
@@ -120,25 +125,32 @@ func parseCellSpec(spec string, n int) (*cellSpec, error) {
 	return cs, nil
 }
 
-// registerUnitFunctions registers dpproxy_unit_hash(key, v…) (UnitHash)
+// registerUnitFunctions registers dpproxy_unit_hash(key, v…) (UnitHash64,
+// as an integer of the same order: unithash.go)
 // and dpproxy_cell(spec, c…) (the row's internal cell index) with the
 // SQLite driver, once per process; both are deterministic and keep no
 // state between rows beyond the parsed specification.
 func registerUnitFunctions() {
 	registerUnitOnce.Do(func() {
-		sqlite.MustRegisterDeterministicScalarFunction("dpproxy_unit_hash", -1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
-			if len(args) < 1 {
-				return nil, errors.New("dpproxy_unit_hash: no key")
-			}
-			key, ok := args[0].(string)
-			if !ok {
-				return nil, errors.New("dpproxy_unit_hash: the key is not text")
-			}
-			vals := make([]any, len(args)-1)
-			for i, v := range args[1:] {
-				vals[i] = v
-			}
-			return UnitHash(key, vals...), nil
+		// Arguments are volatile views (no copy per row, and text with a
+		// NUL byte hashed whole, as the file scan reads it).
+		sqlite.MustRegisterFunction("dpproxy_unit_hash", &sqlite.FunctionImpl{
+			NArgs: -1, Deterministic: true, VolatileArgs: true,
+			Scalar: func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+				if len(args) < 1 {
+					return nil, errors.New("dpproxy_unit_hash: no key")
+				}
+				key, ok := args[0].(string)
+				if !ok {
+					return nil, errors.New("dpproxy_unit_hash: the key is not text")
+				}
+				k0, k1 := sipKeyCached(key)
+				buf := make([]byte, 0, 128)
+				for _, v := range args[1:] {
+					buf = appendHashValue(buf, v)
+				}
+				return sqlOrder(siphash24(k0, k1, buf)), nil
+			},
 		})
 		sqlite.MustRegisterDeterministicScalarFunction("dpproxy_cell", -1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 			spec, ok := args[0].(string)

@@ -260,6 +260,9 @@ type fileScan struct {
 	order   []int          // indexes into cols by increasing record index
 	strides []int
 	rows    *atomic.Int64
+	// bound, for a table with a privacy unit, bounds per unit instead of
+	// counting each row (sqlite_bound.go).
+	bound *boundScan
 	// visits counts the pages the workers read. A well-formed table reads
 	// each of its pages once, so more visits than the file has pages means
 	// pages that point in a cycle: the scan stops instead of looping.
@@ -325,6 +328,7 @@ type scanWorker struct {
 	pages    [][]byte // one buffer per tree level
 	overflow []byte
 	ovPage   []byte
+	bound    *boundWorker // rows go to the unit table, not counts
 }
 
 func (fs *fileScan) worker(atomic bool) *scanWorker {
@@ -425,6 +429,12 @@ func (s *scanWorker) leaf(p []byte, h int, counts []uint64) error {
 			if payload, err = s.spill(p, off, local, int(size)); err != nil {
 				return err
 			}
+		}
+		if s.bound != nil {
+			if err := s.bound.row(s, payload, int64(rowid)); err != nil {
+				return err
+			}
+			continue
 		}
 		idx, ok := s.record(payload, int64(rowid))
 		if !ok {

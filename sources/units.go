@@ -18,7 +18,8 @@ import (
 )
 
 // Contribution bounding. A table with a privacy unit is counted from itself
-// truncated per unit, inside the database, in one query:
+// truncated per unit, inside the database, in one query (SQLite does the
+// same inside its file scan, sqlite_bound.go):
 //
 //  1. rows whose unit is NULL are left out (catalog.PrivacyUnit);
 //  2. each row gets a keyed hash of its unit and of every declared column's
@@ -27,12 +28,16 @@ import (
 //     ORDER BY hash) <= k. This step does not depend on the batch, so every
 //     histogram of one data version is a histogram of the same truncated
 //     table (the marginal of one is the other; stored answers and reused
-//     measurements rely on it);
+//     measurements rely on it). A unit with at most k rows keeps them all
+//     whatever their hashes, so the query finds the heavier units first
+//     (GROUP BY unit HAVING COUNT(*) > k) and hashes and ranks only their
+//     rows; the others' rows are taken as they are;
 //  3. with max_groups g and max_rows_per_group r, the kept rows are binned,
 //     each unit keeps the g cells (of the batch's internal domain) of least
 //     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
 //     ORDER BY cell hash) <= g — and in each cell its r rows of least row
-//     hash.
+//     hash. Only how many rows a cell keeps matters to the count, so the
+//     query ranks (unit, cell, rows) aggregates and counts min(rows, r).
 //
 // A unit's kept rows are a function of its own rows and the key only, never
 // of other units, the query's noise or a random() of the database: that is
@@ -44,10 +49,13 @@ import (
 // histogram query, so the database (its logs, its statement statistics)
 // can see it.
 //
-// The hash is SHA-256 of the key (hex), then per value 0x1f and "N" for
-// NULL or "V" and the value's text. Every engine computes it (PostgreSQL's
-// sha256, MariaDB's SHA2, a Go function registered with SQLite), so a test
-// can replay the selection in Go.
+// On the servers the hash is SHA-256 of the key (hex), then per value 0x1f
+// and "N" for NULL or "V" and the value's text (UnitHash: PostgreSQL's
+// sha256, MariaDB's SHA2). SQLite, which runs our Go in-process, uses the
+// cheaper keyed SipHash of the same bytes after the key (UnitHash64,
+// unithash.go, which says why privacy does not rest on the hash), in its
+// file scan (sqlite_bound.go) and in SQL alike. A test can replay either
+// selection in Go.
 
 // UnitKeyFile is the file, in the data directory, holding the key of the
 // keyed hash (64 hex digits, mode 0600), generated the first time a catalog
@@ -179,32 +187,48 @@ func (b *boundedQuery) rawList() string {
 	return out
 }
 
-// ranked is the rows of units (dpproxy_unit not NULL) with the raw
-// columns, each row's keyed hash (dpproxy_hash) and its rank in its unit
-// by that hash (dpproxy_rn, from 1): a row is kept when dpproxy_rn ≤
-// max_rows. It binds the hash key when called.
-func (b *boundedQuery) ranked() string {
+// heavy is a WITH clause, to put before a statement that reads kept,
+// naming the units with more than k rows (dpproxy_heavy).
+func (b *boundedQuery) heavy(k int64) string {
+	unit := b.ident(b.t.Unit.Column)
+	return fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
+}
+
+// kept is step 2 of the package comment: a derived table (dpproxy_kept)
+// of the rows each unit keeps, with the raw columns and dpproxy_unit —
+// all rows of a unit with at most k rows, without a hash or a sort, and
+// the k of least keyed hash of a heavier one (named by heavy(k)). It binds
+// the hash key when called.
+func (b *boundedQuery) kept(k int64) string {
 	rawList := b.rawList()
+	unit := b.ident(b.t.Unit.Column)
 	var vals []string
 	for _, c := range hashColumns(b.t) {
 		vals = append(vals, b.ident(c))
 	}
-	h := b.hash(vals)
-	unit := b.ident(b.t.Unit.Column)
-	hashed := fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL", rawList, unit, h, b.table, unit)
-	return fmt.Sprintf("SELECT %sdpproxy_unit, dpproxy_hash, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
+	// NOT IN, not NOT EXISTS: PostgreSQL then probes a hashed subplan
+	// instead of sorting the table for a merge anti-join (the heavy units
+	// are never NULL).
+	light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s WHERE %[2]s IS NOT NULL AND %[2]s NOT IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.table)
+	hashed := fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.hash(vals), b.table, unit)
+	ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
+	return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
 }
 
 // sql writes the query; see the package comment above for its steps.
 func (b *boundedQuery) sql() string {
 	u := b.t.Unit
-	ranked := b.ranked
+	k := u.MaxRows
 	if len(b.outs) == 0 {
-		k := min(u.MaxRows, u.PerCell())
+		k = min(u.MaxRows, u.PerCell())
+	}
+	heavy := b.heavy(k)
+	kept := func() string { return b.kept(k) }
+	if len(b.outs) == 0 {
 		if b.pairs {
-			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d ORDER BY dpproxy_unit", ranked(), k)
+			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM %s ORDER BY dpproxy_unit", kept())
 		}
-		return fmt.Sprintf("SELECT COUNT(*) FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d", ranked(), k)
+		return heavy + fmt.Sprintf("SELECT COUNT(*) FROM %s", kept())
 	}
 	outs := strings.Join(b.outs, ", ")
 	if !u.CellBounded() {
@@ -214,11 +238,11 @@ func (b *boundedQuery) sql() string {
 			sel[j] = e + " AS " + b.outs[j]
 		}
 		if b.pairs {
-			return fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned ORDER BY dpproxy_unit",
-				b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows)
+			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
+				b.cellOf(b.outs), strings.Join(sel, ", "), kept())
 		}
-		return fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_binned GROUP BY %s",
-			outs, strings.Join(sel, ", "), ranked(), u.MaxRows, outs)
+		return heavy + fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM %s) dpproxy_binned GROUP BY %s",
+			outs, strings.Join(sel, ", "), kept(), outs)
 	}
 	cellHash := b.hash([]string{"'cell'", "dpproxy_unit", "dpproxy_cell"})
 	bins := b.bins()
@@ -233,17 +257,21 @@ func (b *boundedQuery) sql() string {
 	if r == 0 {
 		r = u.MaxRows
 	}
-	head, tail := "SELECT %[1]s, COUNT(*) FROM (", " GROUP BY %[1]s"
+	// Which r rows of a cell a unit keeps does not change the count, so the
+	// kept rows are first aggregated to (unit, cell, rows) and only those
+	// pairs are ranked: min(rows, r) of each of a unit's g cells of least
+	// cell hash. (Ranking every row by (unit, cell) as well cost 16× more.)
+	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[7]d THEN dpproxy_n ELSE %[7]d END) FROM (", " GROUP BY %[1]s"
 	if b.pairs {
-		head, tail = "SELECT DISTINCT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
+		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
-	return fmt.Sprintf(head+
-		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g, "+
-		"ROW_NUMBER() OVER (PARTITION BY dpproxy_unit, dpproxy_cell ORDER BY dpproxy_hash) AS dpproxy_r FROM ("+
-		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_hash FROM ("+
-		"SELECT %[4]s, dpproxy_unit, dpproxy_hash FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn <= %[6]d"+
-		") dpproxy_binned) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[7]d AND dpproxy_r <= %[8]d"+tail,
-		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), ranked(), u.MaxRows, g, r)
+	return heavy + fmt.Sprintf(head+
+		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
+		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
+		"SELECT %[1]s, dpproxy_unit, COUNT(*) AS dpproxy_n FROM ("+
+		"SELECT %[4]s, dpproxy_unit FROM %[5]s"+
+		") dpproxy_binned GROUP BY %[1]s, dpproxy_unit) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[6]d"+tail,
+		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), kept(), g, r)
 }
 
 // serverBounded is the pushdown's bounded query for PostgreSQL and MySQL:
@@ -291,7 +319,9 @@ func hashText(v, text string) string {
 // cell) pairs pushed down and streamed ordered by unit, so the proxy holds
 // one unit's cells at a time, never a unit's value beyond comparing it with
 // the previous row's. It is how COUNT(DISTINCT <unit>) is counted
-// (exec.CountDistinct).
+// (exec.CountDistinct). SQLite's file scan hands over each unit's cells
+// from its unit table instead (sqlite_bound.go), in no particular order of
+// units.
 func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.Column, fn func(cells []int) error) error {
 	if t.Unit == nil {
 		return fmt.Errorf("table %s declares no privacy unit", t.Name)
@@ -307,12 +337,18 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
 	switch be := src.be.(type) {
 	case *sqliteSource:
+		done, err := be.unitCellsScan(ctx, t, cols, fn)
+		if done || err != nil {
+			return err
+		}
 		db = be.db
 		q, args = be.boundedQuery(t, cols, true)
+	case *chSource:
+		return be.unitCells(ctx, t, cols, fn)
 	case *server:
 		db, cancel = be.db, be.cancel
 		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
-		q = pd.serverBoundedPairs()
+		q = pd.joined(pd.serverBoundedPairs())
 		args = pd.args
 	default:
 		return fmt.Errorf("table %s: no unit cells for this source", t.Name)

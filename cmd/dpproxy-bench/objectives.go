@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -129,7 +130,7 @@ func benchFairness(args []string, stdout io.Writer) error {
 		for _, obj := range []planner.Objective{planner.ObjectiveTotal, planner.ObjectiveFair} {
 			o := base
 			o.Objective = obj
-			if plans[obj], err = pl.Choose(w, o); err != nil {
+			if plans[obj], err = pl.Choose(context.Background(), w, o); err != nil {
 				return err
 			}
 		}
@@ -162,7 +163,7 @@ func benchFairness(args []string, stdout io.Writer) error {
 				return err
 			}
 			o := base
-			alonePlan, err := pl.Choose(aw, o)
+			alonePlan, err := pl.Choose(context.Background(), aw, o)
 			if err != nil {
 				return err
 			}
@@ -236,7 +237,7 @@ func benchTarget(args []string, stdout io.Writer) error {
 		var eps [3]float64
 		var name string
 		for i, obj := range []planner.Objective{planner.ObjectiveTotal, planner.ObjectiveFair, planner.ObjectiveMaxVariance} {
-			p, err := pl.ForTarget(w, planner.Options{Noise: fam, Objective: obj}, b.target)
+			p, err := pl.ForTarget(context.Background(), w, planner.Options{Noise: fam, Objective: obj}, b.target)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -26,7 +27,6 @@ func benchPlanner(args []string, stdout io.Writer) error {
 	domain := fs.String("domain", "1024", "column sizes joined by x, e.g. 1024, 256x256, 8x8x8x8x8; n^d is d columns of n, e.g. 10^100")
 	noiseName := fs.String("noise", "laplace", "laplace (ε = 1) or gaussian (per unit noise variance)")
 	asJSON := fs.Bool("json", false, "print one JSON object per strategy")
-	budget := fs.Duration("budget", 0, "cap on the per-column optimisation time (0: the planner's size-based default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +47,6 @@ func benchPlanner(args []string, stdout io.Writer) error {
 		return exitError{code: 2, err: fmt.Errorf("bad --noise %q", *noiseName)}
 	}
 	pl := planner.New()
-	pl.Budget = *budget
 	var plan *planner.GramPlan
 	switch *workload {
 	case "allrange", "prefix":
@@ -59,7 +58,7 @@ func benchPlanner(args []string, stdout io.Writer) error {
 				grams = append(grams, planner.PrefixGram{Size: n})
 			}
 		}
-		plan, err = pl.ChooseKronecker(grams, opt)
+		plan, err = pl.ChooseKronecker(context.Background(), grams, opt)
 	case "marginals2", "marginals3":
 		k := 2
 		if *workload == "marginals3" {
@@ -68,7 +67,7 @@ func benchPlanner(args []string, stdout io.Writer) error {
 		if k > len(sizes) {
 			return exitError{code: 2, err: fmt.Errorf("%s needs at least %d columns in --domain", *workload, k)}
 		}
-		plan, err = pl.ChooseMarginals(planner.AllMarginals(sizes, k), opt)
+		plan, err = pl.ChooseMarginals(context.Background(), planner.AllMarginals(sizes, k), opt)
 	default:
 		return exitError{code: 2, err: fmt.Errorf("bad --workload %q", *workload)}
 	}

@@ -91,7 +91,7 @@ users:
 	if err != nil {
 		return err
 	}
-	p, err := planner.New().Choose(w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
+	p, err := planner.New().Choose(context.Background(), w, planner.Options{Noise: catalog.Laplace, Epsilon: 1})
 	if err != nil {
 		return err
 	}

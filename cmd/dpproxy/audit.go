@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/budgetview"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/engine"
 )
@@ -81,6 +82,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %w", err)}
 		}
 		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries, no charge over the limit in force\n", len(entries))
+		printSpaces(stdout, cat, entries)
 		pub, err := publicKey(*pubKey, cf, cat)
 		if err != nil {
 			return err
@@ -240,48 +242,60 @@ func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {
 	return tw.Flush()
 }
 
+// printSpaces says, after a verification, which privacy unit spaces the
+// budgets were checked in: the catalog's spaces and their tables, and the
+// tables whose charges from before spaces the ledger maps into a space.
+func printSpaces(w io.Writer, cat *catalog.Catalog, entries []budget.Entry) {
+	for _, sp := range cat.Spaces() {
+		var names []string
+		for _, t := range cat.SpaceTables(sp) {
+			names = append(names, t.Name)
+		}
+		fmt.Fprintf(w, "privacy unit space %s: tables %s\n", sp, strings.Join(names, ", "))
+	}
+	for _, e := range entries {
+		if m, ok := budget.ParseSpaceEntry(e); ok {
+			fmt.Fprintf(w, "entry %d: charges on %s written before spaces count in space %s\n", e.Seq, m.Table, m.Space)
+		}
+	}
+}
+
 func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catalog.Catalog) error {
 	rows, err := l.Budgets(ctx)
 	if err != nil {
 		return err
 	}
-	spent := map[[2]string]budget.Cost{}
-	for _, r := range rows {
-		spent[[2]string{r.User, r.Table}] = r.Cost
-	}
+	view := budgetview.All(cat, rows)
 	// δ columns only when some charge spent δ (partition selection).
 	deltas := false
-	for _, c := range spent {
-		deltas = deltas || c.Delta > 0
-	}
-	deltaCols := func(limit float64, c budget.Cost) string {
-		if !deltas {
-			return ""
-		}
-		return fmt.Sprintf("\t%g\t%.6g\t%.6g", limit, c.Delta, limit-c.Delta)
+	for _, r := range view {
+		deltas = deltas || r.Cost.Delta > 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := "SCOPE\tUSER\tTABLE\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON"
+	head := "SCOPE\tUSER\tSPACE\tTABLES\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON"
 	if deltas {
 		head += "\tLIMIT_DELTA\tSPENT_DELTA\tREMAINING_DELTA"
 	}
 	fmt.Fprintln(tw, head)
-	for _, t := range cat.Tables {
-		c := spent[[2]string{"", t.Name}]
-		s := budget.EpsilonFor(c, t.Budget.Delta)
-		fmt.Fprintf(tw, "table\t*\t%s\t%g\t%.6g\t%.6g%s\n", t.Name, t.Budget.Total, s, t.Budget.Total-s, deltaCols(t.Budget.Delta, c))
-		var users []string
-		for k := range spent {
-			if k[1] == t.Name && k[0] != "" {
-				users = append(users, k[0])
+	for _, r := range view {
+		user, limit, rem := r.User, "-", "-"
+		if user == "" {
+			user = "*"
+		}
+		if r.Limit != nil {
+			limit, rem = fmt.Sprintf("%g", *r.Limit), fmt.Sprintf("%.6g", *r.Remaining)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.6g\t%s", r.Scope, user, r.Space, r.Table, limit, r.Spent, rem)
+		if deltas {
+			// The δ limit is the space's δ budget (none for a space no
+			// longer in the catalog).
+			dl, dr := "-", "-"
+			if r.Limit != nil {
+				dl, dr = fmt.Sprintf("%g", r.Delta), fmt.Sprintf("%.6g", r.Delta-r.Cost.Delta)
 			}
+			fmt.Fprintf(tw, "\t%s\t%.6g\t%s", dl, r.Cost.Delta, dr)
 		}
-		sort.Strings(users)
-		for _, u := range users {
-			c := spent[[2]string{u, t.Name}]
-			s := budget.EpsilonFor(c, t.Budget.Delta)
-			fmt.Fprintf(tw, "user_table\t%s\t%s\t%g\t%.6g\t%.6g%s\n", u, t.Name, t.Budget.PerUser, s, t.Budget.PerUser-s, deltaCols(t.Budget.Delta, c))
-		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

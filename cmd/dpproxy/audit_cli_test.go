@@ -172,9 +172,13 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fix := []string{"DELETE FROM spent"}
+	fix := []string{"DELETE FROM spent", "DELETE FROM spent_spaces"}
 	for _, r := range rows {
-		fix = append(fix, fmt.Sprintf("INSERT INTO spent VALUES ('%s', '%s', %v, %v, %v)", r.User, r.Table,
+		table, name := "spent", r.Table
+		if r.Space != "" {
+			table, name = "spent_spaces", r.Space
+		}
+		fix = append(fix, fmt.Sprintf("INSERT INTO %s VALUES ('%s', '%s', %v, %v, %v)", table, r.User, name,
 			strconv.FormatFloat(r.Cost.Epsilon, 'g', -1, 64), strconv.FormatFloat(r.Cost.Rho, 'g', -1, 64),
 			strconv.FormatFloat(r.Cost.Delta, 'g', -1, 64)))
 	}
@@ -210,8 +214,8 @@ func TestAuditVerifyFindsOverspending(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := []budget.Limit{
-		{Scope: budget.ScopeTable, Table: "adult", Epsilon: 10},
-		{Scope: budget.ScopeUserTable, Table: "adult", Epsilon: 0.35},
+		{Scope: budget.ScopeSpace, Space: "adult", Epsilon: 10},
+		{Scope: budget.ScopeUserSpace, Space: "adult", Epsilon: 0.35},
 	}
 	if _, err := l.RecordLimits(ctx, limits, nil); err != nil {
 		t.Fatal(err)
@@ -225,7 +229,7 @@ func TestAuditVerifyFindsOverspending(t *testing.T) {
 	}
 	l.Close()
 	code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", dir)
-	if code != 3 || !strings.Contains(errOut, "entry 6 overspends user analyst on table adult") {
+	if code != 3 || !strings.Contains(errOut, "entry 6 overspends user analyst in space adult") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }

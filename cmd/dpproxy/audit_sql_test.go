@@ -93,11 +93,11 @@ func TestAuditorSQL(t *testing.T) {
 
 	// dp_budgets: spend recomputed from the entries, limits from the catalog.
 	var limit, spent, remaining float64
-	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon, remaining_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_table' AND user_name = 'bob' AND table_name = 'adult'").Scan(&limit, &spent, &remaining)
+	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon, remaining_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_space' AND user_name = 'bob' AND table_name = 'adult'").Scan(&limit, &spent, &remaining)
 	if err != nil || limit != 20 || !approxEq(spent, 0.2) || !approxEq(remaining, 19.8) {
 		t.Fatalf("bob's budget: %g %g %g %v", limit, spent, remaining, err)
 	}
-	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'table' AND table_name = 'adult'").Scan(&limit, &spent)
+	err = auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'space' AND table_name = 'adult'").Scan(&limit, &spent)
 	if err != nil || limit != 100 || !approxEq(spent, 0.5) {
 		t.Fatalf("table budget: %g %g %v", limit, spent, err)
 	}
@@ -112,21 +112,21 @@ func TestAuditorSQL(t *testing.T) {
 		}
 	}
 	// ... but see their own budget, and only theirs.
-	rows, err = analyst.Query("SELECT * FROM dpproxy.my_budget")
+	rows, err = analyst.Query("SELECT table_name, space_name, limit_epsilon, delta, spent_epsilon, remaining_epsilon, default_epsilon, max_epsilon, spent_delta, remaining_delta, delta_per_query FROM dpproxy.my_budget")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cols, _ := rows.Columns()
 	nrows := 0
 	for rows.Next() {
-		var table string
+		var table, space string
 		var lim, delta, sp, rem, def, spentDelta, remDelta, deltaPerQuery float64
 		var maxEps *float64
-		if err := rows.Scan(&table, &lim, &delta, &sp, &rem, &def, &maxEps, &spentDelta, &remDelta, &deltaPerQuery); err != nil {
+		if err := rows.Scan(&table, &space, &lim, &delta, &sp, &rem, &def, &maxEps, &spentDelta, &remDelta, &deltaPerQuery); err != nil {
 			t.Fatal(err)
 		}
-		if table == "events" && lim == 20 && sp == 0 {
-			continue // the demo's other table, unspent
+		if (table == "events" || table == "users") && space == "customer" && lim == 30 && sp == 0 {
+			continue // the demo's other space, unspent
 		}
 		if table != "adult" || lim != 20 || !approxEq(sp, 0.3) || !approxEq(rem, 19.7) || def != 0.1 || maxEps == nil || *maxEps != 2 ||
 			spentDelta != 0 || remDelta != delta || deltaPerQuery <= 0 || deltaPerQuery > delta {

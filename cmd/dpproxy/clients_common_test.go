@@ -94,14 +94,20 @@ users:
 // last table of a catalog, before users:.
 func demoEventsYAML() string {
 	demo := string(catalog.DemoYAML())
-	i, k := strings.Index(demo, "\n  events:\n"), strings.Index(demo, "\nusers:\n")
-	if i < 0 || k < i {
-		panic("demo.yaml: the events table and users section not found")
+	i, j := strings.Index(demo, "\n  events:\n"), strings.Index(demo, "\n  users:\n")
+	p, k := strings.Index(demo, "\npublic_tables:\n"), strings.Index(demo, "\nusers:\n")
+	if i < 0 || j < i || p < j || k < p {
+		panic("demo.yaml: the events table, users table, public_tables and users section not found")
 	}
 	// The client tests check the BI tools' SQL against exact counts of the
 	// rows: their events are row-private (user_id private, not a privacy
-	// unit, whose truncation engine and sources tests check).
-	return strings.Replace(demo[i+1:k+1], "privacy_unit: {column: user_id, max_rows: 10}", "private_columns: [user_id]", 1)
+	// unit, whose truncation engine and sources tests check), and they
+	// leave out the users table.
+	out := strings.Replace(demo[i+1:j+1]+demo[p+1:k+1], "privacy_unit: {column: user_id, space: customer, max_rows: 5}", "private_columns: [user_id]", 1)
+	if !strings.Contains(out, "private_columns: [user_id]") {
+		panic("demo.yaml: the events table's privacy_unit not found")
+	}
+	return out
 }
 
 var occupations = []string{"Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty", "Handlers-cleaners",

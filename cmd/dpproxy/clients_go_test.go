@@ -56,15 +56,25 @@ func goQuery(ctx context.Context, conn *sql.Conn, r *stepResult, q string, args 
 	if r.Columns, err = rows.Columns(); err != nil {
 		return err
 	}
-	r.Rows = [][]*string{}
+	r.Rows, err = scanText(rows)
+	return err
+}
+
+// scanText reads the rows of the current result set as text, NULL as nil.
+func scanText(rows *sql.Rows) ([][]*string, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := [][]*string{}
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(r.Columns))
+		vals := make([]sql.RawBytes, len(cols))
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return err
+			return nil, err
 		}
 		row := make([]*string, len(vals))
 		for i, v := range vals {
@@ -73,9 +83,9 @@ func goQuery(ctx context.Context, conn *sql.Conn, r *stepResult, q string, args 
 				row[i] = &s
 			}
 		}
-		r.Rows = append(r.Rows, row)
+		out = append(out, row)
 	}
-	return rows.Err()
+	return out, rows.Err()
 }
 
 func setGoError(t *testing.T, r *stepResult, err error) {

@@ -190,7 +190,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancelA()
 	login(actx, "auditor", "auditor")
 	text := bodyText(actx)
-	for _, want := range []string{"remaining for the table", "analyst", "bob", "adult"} {
+	for _, want := range []string{"remaining for space adult", "analyst", "bob", "adult"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("auditor's budgets page lacks %q:\n%s", want, text)
 		}

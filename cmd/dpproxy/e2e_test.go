@@ -375,21 +375,17 @@ func TestEndToEndSQLSelectLimit(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 		defer rows.Close()
-		cols, _ := rows.Columns()
-		var out []string
-		for rows.Next() {
-			vals := make([]sql.RawBytes, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, string(vals[0]))
-		}
-		if err := rows.Err(); err != nil {
+		text, err := scanText(rows)
+		if err != nil {
 			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range text {
+			v := ""
+			if r[0] != nil {
+				v = *r[0]
+			}
+			out = append(out, v)
 		}
 		return out
 	}

@@ -212,9 +212,8 @@ func noisyOrder(sqlText string) bool {
 
 // docResult is what a statement returned through the Go driver.
 type docResult struct {
-	err     error
-	sets    []docSet
-	numeric [][]bool
+	err  error
+	sets []docSet
 }
 
 type docSet struct {
@@ -239,20 +238,16 @@ func runDocStatement(db *sql.DB, text string) docResult {
 			set.numeric = append(set.numeric, strings.Contains(name, "INT") || strings.Contains(name, "DOUBLE") ||
 				strings.Contains(name, "DECIMAL") || strings.Contains(name, "FLOAT") || name == "YEAR")
 		}
-		for rows.Next() {
-			vals := make([]sql.RawBytes, len(cols))
-			ptrs := make([]any, len(vals))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return docResult{err: err}
-			}
-			row := make([]string, len(vals))
-			for i, v := range vals {
-				row[i] = string(v)
-				if v == nil {
-					row[i] = "NULL"
+		text, err := scanText(rows)
+		if err != nil {
+			return docResult{err: err}
+		}
+		for _, r := range text {
+			row := make([]string, len(r))
+			for i, v := range r {
+				row[i] = "NULL"
+				if v != nil {
+					row[i] = *v
 				}
 			}
 			set.rows = append(set.rows, row)

@@ -100,9 +100,8 @@ func TestReloadRecordsLimits(t *testing.T) {
 	}
 	got := limitEntries(entries(t, p))
 	want := []budget.LimitChange{
-		// δ: the catalog's default δ budget (1e-5), unchanged by the reload.
-		{Limit: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 12, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeTable, Table: "people", Epsilon: 10, Delta: 1e-5, MaxDelta: 1e-5}},
-		{Limit: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.5, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeUserTable, Table: "people", Epsilon: 0.3, Delta: 1e-5, MaxDelta: 1e-5}},
+		{Limit: budget.Limit{Scope: budget.ScopeSpace, Space: "people", Epsilon: 12, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeSpace, Space: "people", Epsilon: 10, Delta: 1e-5, MaxDelta: 1e-5}},
+		{Limit: budget.Limit{Scope: budget.ScopeUserSpace, Space: "people", Epsilon: 0.5, Delta: 1e-5, MaxDelta: 1e-5}, Previous: budget.Limit{Scope: budget.ScopeUserSpace, Space: "people", Epsilon: 0.3, Delta: 1e-5, MaxDelta: 1e-5}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("limit entries %+v, want %+v", got, want)
@@ -131,7 +130,7 @@ func TestReloadRecordsLimits(t *testing.T) {
 	}
 	// So do the audit tables.
 	var limit, spent, remaining float64
-	if err := auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_table' AND user_name = 'analyst'").Scan(&limit, &spent); err != nil || limit != 0.5 || !approxEq(spent, 0.5) {
+	if err := auditor.QueryRow("SELECT limit_epsilon, spent_epsilon FROM dpproxy.dp_budgets WHERE scope = 'user_space' AND user_name = 'analyst'").Scan(&limit, &spent); err != nil || limit != 0.5 || !approxEq(spent, 0.5) {
 		t.Fatalf("dp_budgets: %g %g %v", limit, spent, err)
 	}
 	if err := analyst.QueryRow("SELECT limit_epsilon, remaining_epsilon FROM dpproxy.my_budget WHERE table_name = 'people'").Scan(&limit, &remaining); err != nil || limit != 0.5 || remaining > 1e-9 {
@@ -166,7 +165,7 @@ func TestReloadRecordsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = limitEntries(entries(t, p2))
-	if len(got) != 3 || got[2].Limit.Epsilon != 0.7 || got[2].Previous.Epsilon != 0.5 || got[2].Limit.Scope != budget.ScopeUserTable {
+	if len(got) != 3 || got[2].Limit.Epsilon != 0.7 || got[2].Previous.Epsilon != 0.5 || got[2].Limit.Scope != budget.ScopeUserSpace {
 		t.Fatalf("limit entries after restart: %+v", got)
 	}
 	p2.Close()
@@ -221,7 +220,7 @@ func TestReloadCommandSIGHUP(t *testing.T) {
 	for {
 		got := limitEntries(ledgerEntries(t, dir))
 		if len(got) == 1 {
-			if got[0].Limit.Epsilon != 0.4 || got[0].Previous.Epsilon != 0.2 || got[0].Limit.Scope != budget.ScopeUserTable {
+			if got[0].Limit.Epsilon != 0.4 || got[0].Previous.Epsilon != 0.2 || got[0].Limit.Scope != budget.ScopeUserSpace {
 				t.Fatalf("limit entry %+v", got[0])
 			}
 			break

@@ -15,7 +15,10 @@ import (
 // starts mariadbd on it (as root with --user=root when this process is
 // root), durable writes relaxed (a test server), on a free loopback port,
 // with the grant tables in force: root connects over the Unix socket with
-// no password, other users as their grants say.
+// no password, other users as their grants say. Its temporary tables go to
+// that directory too, not to a shared /tmp that others may clean (a large
+// window-function query then failed with "Error on delete of
+// '/tmp/#sql-temptable-….MAI'").
 func StartMariaDB(ctx context.Context) (*Server, error) {
 	install, err := exec.LookPath("mariadb-install-db")
 	if err != nil {
@@ -50,7 +53,7 @@ func StartMariaDB(ctx context.Context) (*Server, error) {
 	logFile := filepath.Join(dir, "mariadb.log")
 	srv := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + sock,
 		"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
-		"--log-error=" + logFile, "--skip-log-bin", "--skip-name-resolve", "--innodb-buffer-pool-size=512M",
+		"--log-error=" + logFile, "--tmpdir=" + dir, "--skip-log-bin", "--skip-name-resolve", "--innodb-buffer-pool-size=512M",
 		"--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", "--character-set-server=utf8mb4",
 		"--collation-server=utf8mb4_general_ci", "--max-connections=200"}, usr...)...)
 	detach(srv)

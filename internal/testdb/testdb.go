@@ -1,6 +1,7 @@
 // Package testdb starts real database servers for tests: a PostgreSQL and a
 // MariaDB (the Debian packages postgresql and mariadb-server), each in a
-// temporary directory, listening on a free loopback port, stopped and
+// temporary directory, listening on a free loopback port, and a three-shard
+// ClickHouse cluster (clickhouse-server, clickhouse.go), all stopped and
 // removed by Stop. Start one per test package in TestMain and share it:
 //
 //	var pg = testdb.NewLazy(testdb.StartPostgres)
@@ -30,7 +31,7 @@ import (
 
 // Server is a running database server.
 type Server struct {
-	Kind string // "postgres" or "mariadb"
+	Kind string // "postgres", "mariadb" or "clickhouse"
 	Host string // 127.0.0.1
 	Port int
 	// AdminDSN connects as the superuser: a pgx connection string, or a
@@ -39,6 +40,9 @@ type Server struct {
 	// Driver is the database/sql driver name AdminDSN is for ("pgx" or
 	// "mysql"); the caller imports the driver.
 	Driver string
+	// Shards are a ClickHouse cluster's nodes' DSNs, in shard order
+	// (AdminDSN is the first's); nil for the other servers.
+	Shards []string
 	dir    string
 	stop   func() error
 }

@@ -1,5 +1,3 @@
-//go:build linux || darwin || freebsd || openbsd || netbsd || dragonfly
-
 package answers
 
 import (
@@ -7,20 +5,25 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/dpproxy/dpproxy/internal/flock"
 )
 
 // ownerLock shows other processes that a Store is alive: the Store holds
 // an exclusive flock(2) on the file <dir>/<owner> for as long as it is
 // open, and the kernel drops it when the process dies, however it dies.
 // A claim whose owner's file is missing or unlocked belongs to a dead
-// owner and is taken over at once.
+// owner and is taken over at once. Without flock(2) every owner counts as
+// alive, so a crashed owner's claim is taken over when its lease expires.
 type ownerLock struct {
 	dir, path string // path: this Store's file
 	f         *os.File
 }
 
 func openOwnerLock(dir, owner string) (*ownerLock, error) {
+	if !flock.Supported {
+		return &ownerLock{}, nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("owner lock: %w", err)
 	}
@@ -30,9 +33,12 @@ func openOwnerLock(dir, owner string) (*ownerLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("owner lock: %w", err)
 	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if ok, err := flock.TryLock(f); !ok || err != nil {
 		f.Close()
 		os.Remove(f.Name())
+		if err == nil {
+			err = errors.New("a fresh file is locked")
+		}
 		return nil, fmt.Errorf("owner lock: %w", err)
 	}
 	path := filepath.Join(dir, owner)
@@ -49,6 +55,9 @@ func openOwnerLock(dir, owner string) (*ownerLock, error) {
 // alive reports whether the owner's Store is open, in this process or
 // another.
 func (l *ownerLock) alive(owner string) bool {
+	if !flock.Supported {
+		return true
+	}
 	if owner == "" || filepath.Base(owner) != owner || owner[0] == '.' {
 		return false
 	}
@@ -57,17 +66,13 @@ func (l *ownerLock) alive(owner string) bool {
 		return !errors.Is(err, os.ErrNotExist) // unsure: alive (its lease still expires)
 	}
 	defer f.Close()
-	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
-	switch {
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return true
-	case err != nil:
-		return true
+	if ok, err := flock.TryLock(f); !ok || err != nil {
+		return true // held (or unsure: alive, its lease still expires)
 	}
 	// Nobody holds it: the owner is gone. Remove its file while holding
 	// the lock (a later check finds no file: gone too).
 	os.Remove(f.Name())
-	flock(f, syscall.LOCK_UN)
+	flock.Unlock(f)
 	return false
 }
 
@@ -85,15 +90,9 @@ func (l *ownerLock) sweep() {
 }
 
 func (l *ownerLock) close() error {
+	if l.f == nil {
+		return nil
+	}
 	os.Remove(l.path)
 	return l.f.Close()
-}
-
-func flock(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
 }

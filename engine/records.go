@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/exec"
+	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Measurements as the store keeps them: a released plan's answers turned
+// into measure.Measurement records (one-row direct records stacked into
+// one), and their rows regrouped between domains.
+
+func measureColumns(w *compile.Workload) []measure.Column {
+	out := make([]measure.Column, len(w.Columns))
+	for j, c := range w.Columns {
+		base := *c
+		base.DroppedCell = false
+		out[j] = measure.Column{Name: c.Name, Def: digestString(fmt.Sprintf("%+v", *c)), Size: c.Size(),
+			Whole: !c.Drops() || c.DroppedCellIndex() >= 0, Base: digestString(fmt.Sprintf("%+v", base)), DroppedCell: c.DroppedCellIndex() >= 0}
+	}
+	return out
+}
+
+// records describes what plan p measures as stored measurements (with
+// their answers when ans is not nil). all reports whether they carry every
+// noisy answer of the plan, so that the combination of old and new
+// measurements can answer the whole batch.
+func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*measure.Measurement, all bool) {
+	cols := measureColumns(w)
+	sizes := w.Sizes()
+	scale := func(num, den uint64) string { return fmt.Sprintf("%d/%d", num, den) }
+	switch p.Kind {
+	case planner.Kronecker:
+		m := &measure.Measurement{Strategy: p.Name, Columns: cols, Noise: string(p.Options.Noise), Scale: scale(p.NoiseNum, p.NoiseDen), Variance: p.NoiseVariance}
+		for _, f := range p.Factors {
+			r, n := f.A.Dims()
+			m.Rows = append(m.Rows, r)
+			if isIdentity(f) {
+				m.Factors = append(m.Factors, nil)
+				continue
+			}
+			data := make([]float64, 0, r*n)
+			for i := 0; i < r; i++ {
+				for c := 0; c < n; c++ {
+					data = append(data, f.A.At(i, c))
+				}
+			}
+			m.Factors = append(m.Factors, data)
+		}
+		if ans != nil {
+			m.Answers = ans.Raw
+		}
+		return []*measure.Measurement{m}, true
+	case planner.Direct:
+		all = true
+		for q, qu := range w.Queries {
+			first := len(out) // this query's records start here
+			for a, agg := range qu.Aggregates {
+				nnum, nden, v := p.NoiseNum, p.NoiseDen, p.NoiseVariance
+				if p.AggNoise != nil {
+					n := p.AggNoise[q][a]
+					nnum, nden, v = n.NoiseNum, n.NoiseDen, n.Variance
+				}
+				if nnum == 0 || !anyLive(qu, a) {
+					continue // zero by construction: exact, nothing to store
+				}
+				if len(agg) != 1 || agg[0].Coef == 0 || !(v > 0) {
+					all = false
+					continue
+				}
+				term, k := agg[0], p.Scale[q][a]
+				m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: scale(nnum, nden), Variance: v / (k * k * term.Coef * term.Coef)}
+				var grouped []int // sorted group columns
+				for j := range w.Columns {
+					group := slices.Contains(qu.GroupCols, j)
+					f := term.Factors[j]
+					if !group && f == nil && cols[j].Whole {
+						continue // summed over: the measurement does not see the column
+					}
+					m.Columns = append(m.Columns, cols[j])
+					n := sizes[j]
+					switch {
+					case group && f == nil:
+						m.Factors, m.Rows = append(m.Factors, nil), append(m.Rows, n)
+					case group:
+						d := make([]float64, n*n)
+						for i := 0; i < n; i++ {
+							d[i*n+i] = f[i]
+						}
+						m.Factors, m.Rows = append(m.Factors, d), append(m.Rows, n)
+					case f == nil:
+						ones := make([]float64, n)
+						for i := range ones {
+							ones[i] = 1
+						}
+						m.Factors, m.Rows = append(m.Factors, ones), append(m.Rows, 1)
+					default:
+						m.Factors, m.Rows = append(m.Factors, append([]float64(nil), f...)), append(m.Rows, 1)
+					}
+					if group {
+						grouped = append(grouped, j)
+					}
+				}
+				if ans != nil {
+					m.Answers = regroup(ans.Values[q][a], qu.GroupCols, grouped, sizes)
+					for i := range m.Answers {
+						m.Answers[i] /= term.Coef
+					}
+				}
+				out = append(out, m)
+			}
+			out = append(out[:first], stackRows(out[first:])...)
+		}
+		return out, all
+	case planner.Marginal:
+		// One measurement per block, over the block's columns: a marginal
+		// block is the identity on each, a residual block n_j·I − J.
+		for bi, b := range p.Marginals.Blocks {
+			m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: scale(b.NoiseNum, b.NoiseDen), Variance: b.NoiseVariance}
+			for _, j := range b.Cols {
+				n := sizes[j]
+				m.Columns, m.Rows = append(m.Columns, cols[j]), append(m.Rows, n)
+				if !b.Residual {
+					m.Factors = append(m.Factors, nil)
+					continue
+				}
+				c := make([]float64, n*n)
+				for i := range c {
+					c[i] = -1
+				}
+				for i := 0; i < n; i++ {
+					c[i*n+i] += float64(n)
+				}
+				m.Factors = append(m.Factors, c)
+			}
+			if ans != nil {
+				if bi >= len(ans.Blocks) {
+					return nil, false
+				}
+				m.Answers = ans.Blocks[bi]
+			}
+			out = append(out, m)
+		}
+		return out, len(out) > 0
+	}
+	return nil, false
+}
+
+// stackRows merges runs of one-row direct records that differ only in
+// one column's factor (the aggregates of a GROUP BY expression: one per
+// day of a DATE(ts) over hourly bins) into one record whose factor on that
+// column has a row per aggregate: the same release, one stored
+// measurement instead of hundreds.
+func stackRows(recs []*measure.Measurement) []*measure.Measurement {
+	var out []*measure.Measurement
+	var cur *measure.Measurement
+	j := -1 // the column cur stacks along
+	for _, m := range recs {
+		if cur != nil {
+			if k, ok := stackable(cur, m, j); ok {
+				n := m.Columns[k].Size
+				cur.Factors[k] = append(cur.Factors[k], m.Factors[k][:n]...)
+				cur.Rows[k]++
+				if cur.Answers != nil {
+					cur.Answers = append(cur.Answers, m.Answers...)
+				}
+				j = k
+				continue
+			}
+		}
+		cp := *m
+		cp.Factors = slices.Clone(m.Factors)
+		cp.Rows = slices.Clone(m.Rows)
+		cp.Answers = slices.Clone(m.Answers)
+		cur, j = &cp, -1
+		out = append(out, cur)
+	}
+	return out
+}
+
+// stackable reports the column along which m (one row) can be stacked
+// under cur: both over the same columns, with the same noise, one answer
+// per row, and factors equal on every column but k (j when cur is stacked
+// already, whose factor then has several rows).
+func stackable(cur, m *measure.Measurement, j int) (k int, ok bool) {
+	if len(cur.Columns) != len(m.Columns) || cur.Variance != m.Variance || cur.Noise != m.Noise || cur.Scale != m.Scale || m.Cells() != 1 || (cur.Answers == nil) != (m.Answers == nil) {
+		return -1, false
+	}
+	k = -1
+	for i, c := range cur.Columns {
+		if c != m.Columns[i] || m.Factors[i] == nil || cur.Factors[i] == nil {
+			return -1, false
+		}
+		if i != j && cur.Rows[i] != 1 {
+			return -1, false
+		}
+		if i == j || !slices.Equal(cur.Factors[i], m.Factors[i]) {
+			if k >= 0 {
+				return -1, false
+			}
+			k = i
+		}
+	}
+	return k, k >= 0 && (j < 0 || k == j)
+}
+
+func anyLive(qu *compile.Query, a int) bool {
+	if qu.Live == nil || qu.Live[a] == nil {
+		return true
+	}
+	return slices.Contains(qu.Live[a], true)
+}
+
+func isIdentity(f *planner.ColumnStrategy) bool {
+	r, n := f.A.Dims()
+	if r != n {
+		return false
+	}
+	for i := 0; i < r; i++ {
+		for c := 0; c < n; c++ {
+			want := 0.0
+			if i == c {
+				want = 1
+			}
+			if f.A.At(i, c) != want {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// regroup reorders v, row-major over the columns from (in that order), to
+// row-major over the same columns in to's order.
+func regroup(v []float64, from, to []int, sizes []int) []float64 {
+	out := make([]float64, len(v))
+	pos := make([]int, len(to)) // position in from of to[k]
+	for k, j := range to {
+		pos[k] = slices.Index(from, j)
+	}
+	coords := make([]int, len(from))
+	for i := range out {
+		r := i
+		for k := len(to) - 1; k >= 0; k-- {
+			coords[pos[k]] = r % sizes[to[k]]
+			r /= sizes[to[k]]
+		}
+		src := 0
+		for k, j := range from {
+			src = src*sizes[j] + coords[k]
+		}
+		out[i] = v[src]
+	}
+	return out
+}
