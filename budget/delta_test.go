@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // withoutDelta is the schema of version 2, before δ was accounted.
@@ -241,5 +243,94 @@ func TestDeltaFor(t *testing.T) {
 	c := Cost{Epsilon: 1, Rho: 2, Delta: 3}.Add(Cost{Epsilon: 1, Rho: 2, Delta: 3})
 	if c != (Cost{2, 4, 6}) || (Cost{Delta: 1e-9}).IsZero() {
 		t.Errorf("Add/IsZero: %+v", c)
+	}
+}
+
+// A ledger of an older schema (version 3, before privacy unit spaces;
+// version 2, before δ; version 1, before privacy units) opens read-only, without an upgrade and without writing:
+// its entries verify, list and add up with δ 0, and the file keeps its
+// schema version until a writer opens it. A writer's upgrade is then
+// seen by the read-only ledger once its connections renew.
+func TestReadOnlyOlderSchema(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ledger.sqlite")
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := Entry{Seq: 1, Kind: KindCharge, Charge: lapCharge("bob", 0.1, "adult"), PrevHash: genesisHash}
+			ts := "2026-01-02T03:04:05.000000000Z"
+			old.Hash = hashEntry(&old, ts)
+			create, row := withoutDelta(t, schema), "'"+old.Hash+"', '')"
+			spent := "INSERT INTO spent VALUES ('bob', 'adult', 0.1, 0), ('bob', '', 0.1, 0), ('', 'adult', 0.1, 0)"
+			if version == 3 {
+				create, row = withoutSpaces(t, schema), "'"+old.Hash+"', '', 0)"
+				spent = "INSERT INTO spent VALUES ('bob', 'adult', 0.1, 0, 0), ('bob', '', 0.1, 0, 0), ('', 'adult', 0.1, 0, 0)"
+			}
+			if version == 1 {
+				create = strings.Replace(create, ",\n\tunit_json    TEXT    NOT NULL DEFAULT ''", "", 1)
+				row = "'" + old.Hash + "')"
+			}
+			for _, q := range []string{"PRAGMA journal_mode = WAL", create,
+				"INSERT INTO entries VALUES (1, '" + ts + "', 'charge', 'bob', 7, '[\"adult\"]', 'laplace', 'identity', 0.1, 0, '" + old.QueryDigest + "', '" + genesisHash + "', " + row,
+				spent,
+				"INSERT INTO head VALUES (1, 1, '" + old.Hash + "')", fmt.Sprintf("PRAGMA user_version = %d", version)} {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			db.Close()
+			ro, err := OpenReadOnly(ctx, path)
+			if err != nil {
+				t.Fatalf("read-only open of a version %d ledger: %v", version, err)
+			}
+			defer ro.Close()
+			mustVerify(t, ro)
+			es, err := ro.Entries(ctx, Filter{})
+			if err != nil || len(es) != 1 || es[0].Hash != old.Hash || es[0].Cost.Delta != 0 || es[0].Unit != nil {
+				t.Fatalf("entries %+v, %v", es, err)
+			}
+			// The three rows of spent, and the table's space (its own name,
+			// as an upgrade makes it) for bob and in total.
+			rows, err := ro.SpentRows(ctx)
+			if err != nil || len(rows) != 5 {
+				t.Fatalf("spent rows %+v, %v", rows, err)
+			}
+			if c, err := ro.SpentSpace(ctx, "bob", "adult"); err != nil || c.Epsilon != 0.1 {
+				t.Fatalf("bob's spend in space adult %+v, %v", c, err)
+			}
+			if b, err := ro.Budgets(ctx); err != nil || len(b) == 0 {
+				t.Fatalf("budgets %+v, %v", b, err)
+			}
+			if _, err := ro.Charge(ctx, selCharge("bob", 0.1, 1e-7, "adult"), nil); err == nil {
+				t.Fatal("a read-only ledger charged")
+			}
+			check, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v int
+			if err := check.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != version {
+				t.Fatalf("the read-only open changed the schema version to %d (%v)", v, err)
+			}
+			check.Close()
+
+			// A writer upgrades the file and charges δ; the reader sees it.
+			w, err := Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Charge(ctx, selCharge("bob", 0.1, 1e-7, "adult"), nil); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			time.Sleep(1100 * time.Millisecond) // the reader's connections renew
+			mustVerify(t, ro)
+			if got, err := ro.Spent(ctx, "bob", "adult"); err != nil || got.Delta != 1e-7 {
+				t.Errorf("after the upgrade the reader sees δ=%g (%v), want 1e-7", got.Delta, err)
+			}
+		})
 	}
 }

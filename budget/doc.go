@@ -61,7 +61,8 @@
 // charges per user and time bucket in SQLite, [Ledger.SpentRows] reads the
 // spent aggregate, and [Ledger.Report] runs every check of `audit verify`
 // into a [Report]. [OpenReadOnly] opens an existing ledger so that nothing
-// can be written through it.
+// can be written through it, an older schema included: readonly.go
+// presents it as the current one through TEMP views, without upgrading it.
 //
 // # Files and concurrency
 //

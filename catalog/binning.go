@@ -36,6 +36,9 @@ import (
 //     whole seconds (or calendar months) from Min. Text that is no such
 //     time is out of domain, below Min goes to LowCell, above Max to
 //     HighCell.
+//   - A batch's copy of an open column with LIKE patterns (Patterns): a
+//     value that is no declared value goes to the match cell of the
+//     patterns it matches (MatchOf, Like: exact, character by character).
 //   - Text in a numeric column counts as the number it spells (as SQLite and
 //     MySQL compare it), and as out of domain (OtherCell) when it spells none.
 //
@@ -50,6 +53,9 @@ import (
 func (c *Column) Declared() int {
 	switch c.Kind {
 	case Categorical:
+		if len(c.Patterns) > 0 {
+			return len(c.Values) + 1<<len(c.Patterns)
+		}
 		return len(c.Values)
 	case IntegerRange:
 		return int((c.Max - c.Min + c.Width) / c.Width)
@@ -152,6 +158,9 @@ func (c *Column) CellOfText(s string) int {
 	if c.Kind == Categorical {
 		if i := c.valueIndex(s); i >= 0 {
 			return i
+		}
+		if len(c.Patterns) > 0 {
+			return len(c.Values) + int(c.MatchOf(s))
 		}
 		return c.OtherCell()
 	}

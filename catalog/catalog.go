@@ -333,6 +333,15 @@ type Column struct {
 	// OpenInteger is an open column of integers (ids): keys are their
 	// decimal text.
 	OpenInteger bool
+	// OpenCopy marks a batch's copy of an open column (Table.WithValues):
+	// its values are public, but its rows were binned by exact text, so
+	// its other cell holds values that differ from every declared one.
+	OpenCopy bool
+	// Patterns, on a batch's copy of an open column only
+	// (Table.WithPatterns), are the LIKE patterns the batch tests it
+	// against: the values other than the declared ones are split into
+	// 2^len(Patterns) match cells by which patterns they match (open.go).
+	Patterns []Pattern
 	// DroppedCell, set on a batch's copy of the column (WithDroppedCell),
 	// counts the values the policies drop in a trailing hidden cell instead
 	// of leaving their rows out of the histogram, so that an aggregate of
@@ -355,6 +364,9 @@ const (
 	// references the column weighs it 0, so it is never a group, never
 	// matches a predicate and never counts in COUNT(c) or SUM(c).
 	CellDropped
+	// CellMatch holds the values of a column with Patterns, other than its
+	// declared ones, that match exactly the patterns of Cell.Match's bits.
+	CellMatch
 )
 
 // Cell is one entry of a column's domain. Cells are ordered: the declared
@@ -365,6 +377,7 @@ type Cell struct {
 	Value string  // CellValue
 	Lo    float64 // CellBin: lower edge, inclusive
 	Hi    float64 // CellBin: upper edge, exclusive (inclusive for the last bin)
+	Match uint64  // CellMatch: bit i set when the values match Patterns[i]
 }
 
 // Cells lists the column's domain cells in order.
@@ -374,6 +387,11 @@ func (c *Column) Cells() []Cell {
 	case Categorical:
 		for _, v := range c.Values {
 			cells = append(cells, Cell{Kind: CellValue, Value: v})
+		}
+		if len(c.Patterns) > 0 {
+			for m := range uint64(1) << len(c.Patterns) {
+				cells = append(cells, Cell{Kind: CellMatch, Match: m})
+			}
 		}
 	case IntegerRange:
 		for lo := c.Min; lo <= c.Max; lo += c.Width {

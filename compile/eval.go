@@ -65,6 +65,18 @@ func newEvaluator(t *catalog.Table) *evaluator {
 
 // cellVal is what a column's cell stands for.
 func cellVal(c *catalog.Column, i int, cell catalog.Cell) val {
+	if c.OpenCopy {
+		switch cell.Kind {
+		case catalog.CellValue:
+			v := strVal(cell.Value)
+			v.open = openValue
+			return v
+		case catalog.CellOther:
+			return val{kind: vStr, typ: tString, open: openOther}
+		case catalog.CellMatch:
+			return val{kind: vStr, typ: tString, open: openMatch, match: cell.Match}
+		}
+	}
 	switch cell.Kind {
 	case catalog.CellValue:
 		return strVal(cell.Value)
@@ -566,6 +578,8 @@ func (ev *evaluator) compare(l val, op parser.CompareOp, r val) (tri, error) {
 		return tUnknown, nil
 	case l.kind == vAny || r.kind == vAny:
 		return 0, splitOf(l, r)
+	case l.open != openNone || r.open != openNone:
+		return openCompare(l, op, r)
 	case l.isTime() != r.isTime():
 		// A time compares with text read as a time (MySQL converts the
 		// constant), never with a bare number.
@@ -658,6 +672,47 @@ func holds(op parser.CompareOp, c int) bool {
 	return c >= 0
 }
 
+// openCompare is l op r where one side is a cell of an open column: its
+// rows were binned by exact text, so equality is exact too (the other and
+// match cells equal no literal). Only = and <> reach here (the engine
+// refuses other comparisons of open columns).
+func openCompare(l val, op parser.CompareOp, r val) (tri, error) {
+	if op != parser.OpEq && op != parser.OpNe {
+		return 0, parser.Errorf(parser.CodeDPRefused, "a column without a public list of values is compared with literals by =, <>, IN, NOT IN and LIKE only")
+	}
+	eq := false
+	if l.open == openValue || r.open == openValue {
+		other := r
+		if r.open == openValue {
+			other = l
+		}
+		eq = other.open == openNone && textOf(l) == textOf(r)
+	}
+	return triOf(eq == (op == parser.OpEq)), nil
+}
+
+// openMatch is LIKE on a cell of an open column: exact on a declared
+// value (catalog.Like, as the source matched the rest), the pattern's bit
+// on a match cell, unknown on the other cell.
+func (ev *evaluator) openMatch(xe parser.Expr, x val, pattern, esc string, negated bool) (tri, error) {
+	switch x.open {
+	case openValue:
+		return triOf(catalog.Like(x.str, pattern, esc) != negated), nil
+	case openMatch:
+		if c, ok := xe.(parser.Col); ok {
+			if col := ev.t.Column(c.Name); col != nil {
+				for i, p := range col.Patterns {
+					if p.Text == pattern && p.Escape == esc {
+						return triOf((x.match&(1<<i) != 0) != negated), nil
+					}
+				}
+			}
+		}
+		return 0, parser.Errorf(parser.CodeDPRefused, "LIKE '%s' on a column without a public list of values: the pattern must be a literal tested against the column itself", pattern)
+	}
+	return tUnknown, nil
+}
+
 // match evaluates LIKE and REGEXP on the declared text of a cell.
 func (ev *evaluator) match(p parser.Pred, en env) (tri, error) {
 	var xe, pe parser.Expr
@@ -684,6 +739,12 @@ func (ev *evaluator) match(p parser.Pred, en env) (tri, error) {
 		return 0, splitOf(x, pat)
 	}
 	s, ps := textOf(x), textOf(pat)
+	if x.open != openNone || pat.open != openNone {
+		if !isLike || pat.open != openNone {
+			return 0, parser.Errorf(parser.CodeDPRefused, "a column without a public list of values is matched by LIKE with a literal pattern only")
+		}
+		return ev.openMatch(xe, x, ps, esc, negated)
+	}
 	var m bool
 	if isLike {
 		m = like(s, ps, esc)

@@ -62,7 +62,24 @@ type val struct {
 	scale     int    // tDecimal: decimals
 	splitCol  string // the column whose bin makes the range wide, for messages
 	splitCell int    // that column's cell index
+	// open is set on the cells of a batch's copy of an open column
+	// (catalog.Column.OpenCopy), whose rows were binned by exact text:
+	// openValue, a declared value, compares and matches LIKE exactly;
+	// openOther, the other cell, and openMatch, a match cell (its
+	// patterns in match), hold values that differ from every literal.
+	open  openKind
+	match uint64
 }
+
+// openKind is what an open column's cell holds (val.open).
+type openKind uint8
+
+const (
+	openNone  openKind = iota
+	openValue          // one declared value (a literal of the batch, a released key)
+	openOther          // values other than the declared ones, not split by pattern
+	openMatch          // values other than the declared ones matching val.match's patterns
+)
 
 var nullVal = val{kind: vNull}
 

@@ -1,10 +1,11 @@
 // Package demo generates dpproxy's demo data set in an SQLite file: a
 // synthetic census table adult in the style of the UCI Adult data, and
 // events, a synthetic web-shop event log (events.go: user_id, ts, country,
-// device, page, duration_s, amount; EventsPerRow events per adult row,
-// many per user), and users, one row per events user (users.go: user_id,
-// signup_date, plan, country, age_band). Their columns and domains are the ones the embedded demo
-// catalog (catalog.Demo) declares.
+// device, page, duration_s, amount, and the open columns referrer and
+// search_term from traffic.go; EventsPerRow events per adult row, many per
+// user), and users, one row per events user (users.go: user_id,
+// signup_date, plan, country, age_band). Their columns and domains are the
+// ones the embedded demo catalog (catalog.Demo) declares.
 //
 // The data is synthetic and deterministic: it comes from a fixed-seed
 // splitmix64 generator and integer arithmetic only, so the same row count
@@ -34,8 +35,9 @@ const (
 	// seed is the generator's fixed seed.
 	seed uint64 = 0x5eed_0ad0_1701
 	// version changes whenever the generated content changes, so that files
-	// written by an older generator are regenerated.
-	version = 3
+	// written by an older generator are regenerated. (4: users and the
+	// events' open columns, which came on two branches that each said 3.)
+	version = 4
 	// userVersion is the PRAGMA user_version that marks a file as a demo
 	// database ("dp" 0xde 0x01). Generate only overwrites files that carry it
 	// or that hold no tables at all.

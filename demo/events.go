@@ -21,7 +21,9 @@ const createEvents = `CREATE TABLE events (
 	device TEXT,
 	page TEXT,
 	duration_s INTEGER,
-	amount REAL
+	amount REAL,
+	referrer TEXT,
+	search_term TEXT
 )`
 
 // EventsStart is the first second of the events' year (UTC); ts runs over
@@ -169,12 +171,12 @@ func events(r *rng, n int) []event {
 // insertEvents is an INSERT of n events rows.
 func insertEvents(n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO events (user_id, ts, country, device, page, duration_s, amount) VALUES ")
+	b.WriteString("INSERT INTO events (user_id, ts, country, device, page, duration_s, amount, referrer, search_term) VALUES ")
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 	}
 	return b.String()
 }
@@ -191,12 +193,22 @@ func fillEvents(ctx context.Context, tx *sql.Tx, rows int, seed uint64) error {
 	if err := fillUsers(ctx, tx, evs, seed); err != nil {
 		return err
 	}
+	// The open columns from a stream of their own (traffic.go).
+	tr := drawTraffic(&rng{s: seed ^ 0x7ea_ff1c_7ea_ff1c}, evs)
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
 	start := EventsStart.Unix()
 	done := 0
 	return insertBatched(ctx, tx, len(evs), insertEvents, func(args []any, n int) []any {
-		for _, e := range evs[done : done+n] {
+		for i, e := range evs[done : done+n] {
+			t := tr[done+i]
 			args = append(args, e.user, time.Unix(start+e.at, 0).UTC().Format(time.DateTime),
-				Countries[e.country], Devices[e.device], Pages[e.page], e.duration, float64(e.amount)/100)
+				Countries[e.country], Devices[e.device], Pages[e.page], e.duration, float64(e.amount)/100,
+				null(t.referrer), null(t.search))
 		}
 		done += n
 		return args

@@ -103,3 +103,31 @@ func BenchmarkGenerate(b *testing.B) {
 		})
 	}
 }
+
+// TestEventsTraffic checks the open columns: search_term is set on search
+// page views only, referrer is NULL for direct visits, and both are
+// heavy-tailed over shoppers (a head that partition selection releases,
+// a long tail of keys one or two shoppers hold).
+func TestEventsTraffic(t *testing.T) {
+	db := open(t, sharedDB(t))
+	var bad int64
+	if err := db.QueryRow("SELECT count(*) FROM events WHERE (search_term IS NULL) = (page = 'search')").Scan(&bad); err != nil || bad != 0 {
+		t.Errorf("%d views with a search term off the search page or none on it (%v)", bad, err)
+	}
+	for _, c := range []struct {
+		col        string
+		head, tail int64 // at least head keys held by ≥ many shoppers, tail by one
+	}{{"referrer", 15, 100}, {"search_term", 10, 300}} {
+		many := sharedEvents / 1000 // 200 in the default demo
+		var big, single, keys int64
+		err := db.QueryRow("SELECT sum(u >= ?), sum(u = 1), count(*) FROM (SELECT count(DISTINCT user_id) AS u FROM events WHERE "+
+			c.col+" IS NOT NULL GROUP BY "+c.col+")", many).Scan(&big, &single, &keys)
+		if err != nil || big < c.head || single < c.tail {
+			t.Errorf("%s: %d keys, %d held by ≥ %d shoppers, %d by one (%v); want ≥ %d and ≥ %d", c.col, keys, big, many, single, err, c.head, c.tail)
+		}
+	}
+	var direct, n int64
+	if err := db.QueryRow("SELECT sum(referrer IS NULL), count(*) FROM events").Scan(&direct, &n); err != nil || direct < n/4 || direct > n/2 {
+		t.Errorf("%d of %d views direct (%v); want a quarter to a half", direct, n, err)
+	}
+}

@@ -64,8 +64,13 @@ type Engine struct {
 	// (export_test.go, compiled into test binaries alone), to measure
 	// without noise; production engines always draw from crypto/rand.
 	sampler func() sampler
-	// keys are the keys partition selection released (open.go).
-	keys keyStore
+	// selectionRand, when not nil, replaces noise.NewRand as the source of
+	// partition selection's decisions; only the package's tests set it
+	// (export_test.go), to seed them.
+	selectionRand func() *noise.Rand
+	// keys are the keys partition selection released (open.go), kept
+	// beside the measurements.
+	keys *keyStore
 }
 
 // sampler is what a release draws from: measurement noise and the
@@ -101,7 +106,7 @@ func New(cfg Config) *Engine {
 		}
 	}
 	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms,
-		public: parserPublicTables(cfg.Catalog)}
+		public: parserPublicTables(cfg.Catalog), keys: &keyStore{store: ms}}
 }
 
 // parserPublicTables converts the catalog's public tables for the parser.
@@ -250,7 +255,11 @@ func (e *Engine) Answer(ctx context.Context, s *Session, stmts []string) ([]*Res
 			i++
 			continue
 		case parser.KindDomainList:
-			r, err := domainList(t, st)
+			to, err := e.openDomainList(ctx, s, user, t, st)
+			if err != nil {
+				return nil, err
+			}
+			r, err := domainList(to, st)
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"cmp"
+	"math/rand/v2"
 	"slices"
+
+	"github.com/dpproxy/dpproxy/noise"
 )
 
 // This file is compiled into the package's test binary only: nothing in
@@ -31,4 +34,13 @@ func (noNoise) TopK(utilities []int64, k int, epsNum, epsDen uint64, sensitivity
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(utilities[b], utilities[a]) })
 	return idx[:min(k, len(idx))]
+}
+
+// withSelectionSeed makes e's partition selections draw from a ChaCha8
+// stream seeded with seed (each selection continues the stream), so
+// statistical tests are reproducible.
+func (e *Engine) withSelectionSeed(seed uint64) *Engine {
+	src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24), 'd', 'p', 's', 'e', 'l'})
+	e.selectionRand = func() *noise.Rand { return noise.NewRandFrom(src) }
+	return e
 }

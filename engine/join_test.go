@@ -44,17 +44,17 @@ func TestJoinPublicTable(t *testing.T) {
 	}
 	byUser := map[int64][]event{}
 	// The hash covers the unit and every declared column, in catalog order.
-	rows, err := db.Query("SELECT user_id, ts, country, device, page, duration_s, amount FROM events WHERE user_id IS NOT NULL")
+	rows, err := db.Query("SELECT user_id, ts, country, device, page, duration_s, amount, referrer, search_term FROM events WHERE user_id IS NOT NULL")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		var u int64
-		var ts, country, device, page, dur, amount any
-		if err := rows.Scan(&u, &ts, &country, &device, &page, &dur, &amount); err != nil {
+		var ts, country, device, page, dur, amount, referrer, search any
+		if err := rows.Scan(&u, &ts, &country, &device, &page, &dur, &amount, &referrer, &search); err != nil {
 			t.Fatal(err)
 		}
-		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount))
+		h := fmt.Sprintf("%016x", sources.UnitHash64(strings.TrimSpace(string(key)), u, ts, country, device, page, dur, amount, referrer, search))
 		byUser[u] = append(byUser[u], event{h, fmt.Sprint(country), fmt.Sprint(device)})
 	}
 	rows.Close()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/selection"
@@ -22,13 +24,20 @@ import (
 //     by DP partition selection (package selection) on this column and
 //     data version, selected on first use and charged in the ledger before
 //     any key leaves; values outside them are dropped. Released keys are
-//     public from then on and reused for free (openKeys);
-//   - only compared (c = 'v', c <> 'v', c [NOT] IN (…)): the literals the
-//     batch names, with every other value in an "other" cell, so that the
+//     public from then on and reused for free (openKeys), across restarts
+//     and proxies that share the measurement store (keyStore);
+//   - only compared (c = 'v', c <> 'v', c [NOT] IN (…), c [NOT] LIKE 'p'):
+//     the literals the batch names, with every other value in an "other"
+//     cell, or, when the batch has LIKE patterns, in the cell of the
+//     patterns it matches (catalog.Table.WithPatterns), so that each
 //     predicate's domain is {matches, does not match}, evaluated on the
-//     data by the pushed-down histogram.
+//     data by the pushed-down histogram. Matching is exact (case counts),
+//     as the values are binned; NULL follows the column's null policy;
+//   - joined to a public table (ON t.c = p.k): p's keys, as literals;
+//   - listed (SELECT c FROM t GROUP BY c, SELECT DISTINCT c): the
+//     released keys, selected first when there are none (openDomainList).
 //
-// Any other use (in an aggregate, an expression, LIKE, HAVING, ORDER BY)
+// Any other use (in an aggregate, an expression, REGEXP, HAVING, ORDER BY)
 // would need values that are not public and is refused with 3900.
 
 // VarDelta is the session variable setting the δ of a partition selection.
@@ -45,24 +54,62 @@ type KeyCounter interface {
 	KeyUnits(ctx context.Context, t *catalog.Table, column string, fn func(key string, units int64) error) error
 }
 
-// keyStore holds released keys per table, column and data version.
+// keyStore holds released keys per table, column and data version: in
+// memory, and in the measurement store when there is one (measure/keys.go),
+// so that they survive a restart and are shared by the proxies that share
+// the store.
 type keyStore struct {
-	mu   sync.Mutex
-	keys map[string][]string
+	mu    sync.Mutex
+	keys  map[keyID][]string
+	store *measure.Store // nil: memory only
 }
 
-func (k *keyStore) get(id string) ([]string, bool) {
+// keyID names one released key set. def digests what the keys depend on:
+// the table's source and source table and the column's definition, not
+// its budgets or unit bounds (released keys are public whatever bounds
+// selected them).
+type keyID struct{ table, def, column, version string }
+
+func openKeyID(t *catalog.Table, c, version string) keyID {
+	col := t.Column(c)
+	def := digestString(fmt.Sprintf("keys 1|%s|%s|%+v", t.Source, t.SourceTable, *col))
+	return keyID{t.Name, def, col.Name, version}
+}
+
+func (k *keyStore) get(ctx context.Context, id keyID) ([]string, bool, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	v, ok := k.keys[id]
-	return v, ok
+	k.mu.Unlock()
+	if ok || k.store == nil {
+		return v, ok, nil
+	}
+	v, ok, err := k.store.Keys(ctx, id.table, id.def, id.column, id.version)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	k.remember(id, v)
+	return v, true, nil
 }
 
-func (k *keyStore) put(id string, keys []string) {
+// put stores keys and returns the set to release: the stored one when
+// another batch or process stored a set for id first.
+func (k *keyStore) put(ctx context.Context, id keyID, seq int64, keys []string) ([]string, error) {
+	if k.store != nil {
+		var err error
+		keys, err = k.store.PutKeys(ctx, measure.KeySet{Table: id.table, Def: id.def, Column: id.column, Version: id.version, LedgerSeq: seq, Keys: keys})
+		if err != nil {
+			return nil, err
+		}
+	}
+	k.remember(id, keys)
+	return keys, nil
+}
+
+func (k *keyStore) remember(id keyID, keys []string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.keys == nil {
-		k.keys = map[string][]string{}
+		k.keys = map[keyID][]string{}
 	}
 	k.keys[id] = keys
 }
@@ -71,6 +118,7 @@ func (k *keyStore) put(id string, keys []string) {
 type openUse struct {
 	grouped  bool
 	literals []string
+	patterns []catalog.Pattern
 }
 
 // openUses classifies the batch's uses of t's open columns, refusing any
@@ -93,12 +141,70 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 		return uses[c]
 	}
 	refuse := func(c string) error {
-		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s) and compared with literals (=, <>, IN, NOT IN), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c)
+		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s, top-k), compared with literals (=, <>, IN, NOT IN, LIKE) and joined to a public table (ON %s = p.key), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c, c)
+	}
+	// A join to a public table on an open column (ON t.c = p.k) names
+	// the public keys as literals: the column's cells are then the keys
+	// and the other values, and the lookups of p's columns are decided
+	// on them. Elsewhere such a Lookup does not read the column's values.
+	joined := func(e parser.Expr) bool {
+		l, ok := e.(parser.Lookup)
+		if !ok {
+			return false
+		}
+		c, ok := l.Key.(parser.Col)
+		return ok && isOpen(c.Name)
+	}
+	hide := func(e parser.Expr) (parser.Expr, bool) {
+		if joined(e) {
+			return parser.Value{Null: true}, true
+		}
+		return nil, false
+	}
+	exprCols := func(e parser.Expr) []string {
+		if e == nil {
+			return nil
+		}
+		return parser.ExprColumns(parser.RewriteExpr(e, hide))
+	}
+	var itemCols func(it parser.SelectItem) []string
+	itemCols = func(it parser.SelectItem) []string {
+		cp := it
+		cp.Arg, cp.Key, cp.Expr = nil, nil, nil
+		out := append(parser.ItemColumns(cp), exprCols(it.Arg)...)
+		out = append(out, exprCols(it.Key)...)
+		var walk func(e *parser.AggExpr)
+		walk = func(e *parser.AggExpr) {
+			if e == nil {
+				return
+			}
+			if e.Leaf != nil {
+				out = append(out, itemCols(*e.Leaf)...)
+			}
+			walk(e.Left)
+			walk(e.Right)
+			for _, a := range e.Args {
+				walk(a)
+			}
+		}
+		walk(it.Expr)
+		return out
 	}
 	for _, st := range sts {
 		q := st.Query
 		if q == nil {
 			continue
+		}
+		for _, j := range q.Joins {
+			if !joined(j.Match) {
+				continue
+			}
+			u := use(j.Match.Key.(parser.Col).Name)
+			for _, k := range j.Match.Keys {
+				if !k.Null {
+					u.literals = append(u.literals, k.Lit.Text)
+				}
+			}
 		}
 		for _, g := range q.GroupBy {
 			if isOpen(g) {
@@ -112,21 +218,21 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 				}
 				continue
 			}
-			for _, c := range parser.ItemColumns(it) {
+			for _, c := range itemCols(it) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
 			}
 		}
 		for _, g := range q.GroupExprs {
-			for _, c := range parser.ExprColumns(g.Expr) {
+			for _, c := range exprCols(g.Expr) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
 			}
 		}
 		if q.Having != nil {
-			for _, c := range parser.PredColumns(q.Having) {
+			for _, c := range parser.PredColumns(parser.RewritePred(q.Having, hide)) {
 				if isOpen(c) {
 					return nil, refuse(c)
 				}
@@ -137,12 +243,8 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 				continue
 			}
 			cs := []string{o.Column}
-			if o.Key != nil {
-				cs = append(cs, parser.ExprColumns(o.Key)...)
-			}
-			if o.Arg != nil {
-				cs = append(cs, parser.ExprColumns(o.Arg)...)
-			}
+			cs = append(cs, exprCols(o.Key)...)
+			cs = append(cs, exprCols(o.Arg)...)
 			for _, c := range cs {
 				if c != "" && isOpen(c) {
 					return nil, refuse(c)
@@ -150,7 +252,7 @@ func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, e
 			}
 		}
 		if q.Where != nil {
-			if err := literalUses(q.Where, isOpen, use, refuse); err != nil {
+			if err := literalUses(parser.RewritePred(q.Where, hide), isOpen, use, refuse); err != nil {
 				return nil, err
 			}
 		}
@@ -190,6 +292,25 @@ func literalUses(p parser.Pred, isOpen func(string) bool, use func(string) *open
 				u.literals = append(u.literals, v.Text)
 			}
 		}
+	case parser.Like:
+		c, ok := p.X.(parser.Col)
+		if !ok || !isOpen(c.Name) {
+			for _, c := range parser.PredColumns(p) {
+				if isOpen(c) {
+					return refuse(c)
+				}
+			}
+			return nil
+		}
+		pat, ok := p.Pattern.(parser.Value)
+		if !ok || pat.Null || !pat.Lit.Quoted || p.Escape == "" {
+			return refuse(c.Name)
+		}
+		u := use(c.Name)
+		cp := catalog.Pattern{Text: pat.Lit.Text, Escape: p.Escape}
+		if !slices.Contains(u.patterns, cp) {
+			u.patterns = append(u.patterns, cp)
+		}
 	case parser.IsNull:
 		// NULL follows the column's null policy; no value is named.
 		if isOpen(p.Column) {
@@ -223,7 +344,14 @@ func (e *Engine) openTable(ctx context.Context, s *Session, t *catalog.Table, st
 		u := uses[c]
 		if !u.grouped {
 			vals := slices.Compact(slices.Sorted(slices.Values(u.literals)))
-			out = out.WithValues(c, vals, catalog.PolicyOther)
+			if len(u.patterns) > catalog.MaxPatterns {
+				return nil, nil, parser.Errorf(parser.CodeDPRefused, "a batch tests column %s of table %s against %d LIKE patterns; at most %d are allowed (each doubles its cells)", c, t.Name, len(u.patterns), catalog.MaxPatterns)
+			}
+			if len(u.patterns) > 0 {
+				out = out.WithPatterns(c, vals, u.patterns)
+			} else {
+				out = out.WithValues(c, vals, catalog.PolicyOther)
+			}
 			continue
 		}
 		keys, rest, err := e.openKeys(ctx, s, t, c, sts, explain)
@@ -238,16 +366,41 @@ func (e *Engine) openTable(ctx context.Context, s *Session, t *catalog.Table, st
 	return out, s, nil
 }
 
+// openDomainList is t as a domain list (SELECT c FROM t GROUP BY c, or
+// SELECT DISTINCT c) sees it: an open column's values are its released
+// keys, selected first (and charged, at the session's ε and δ) when none
+// are released for this data version yet. Released keys are public, so
+// any user may list them; only an analyst may have them selected.
+func (e *Engine) openDomainList(ctx context.Context, s *Session, user *catalog.User, t *catalog.Table, st *parser.Statement) (*catalog.Table, error) {
+	if len(t.OpenColumns()) == 0 {
+		return t, nil
+	}
+	sts := []*parser.Statement{st}
+	if user.Role != catalog.RoleAnalyst {
+		out, _, err := e.openTable(ctx, s, t, sts, true)
+		var sx *selectionExplain
+		if errors.As(err, &sx) {
+			return nil, parser.Errorf(parser.CodeDPRefused, "the values of %s.%s are not yet released: partition selection releases them, and only analysts run it (user '%s' has role %s)", t.Name, sx.column, user.Name, user.Role)
+		}
+		return out, err
+	}
+	out, _, err := e.openTable(ctx, s, t, sts, false)
+	return out, err
+}
+
 // selectionParams is a selection's mechanism and the ε left for the
 // measurement, from the session: ε_sel = selection_share·ε, δ from
 // @dp_delta or the table's delta_per_query.
 func (e *Engine) selectionParams(s *Session, t *catalog.Table) (*selection.Mechanism, float64, error) {
-	if t.Unit != nil && t.Unit.MaxGroups < 1 {
-		return nil, 0, parser.Errorf(parser.CodeDPRefused, "GROUP BY a column without a public list of values needs a bound on the keys one unit contributes to: declare max_groups in table %s's privacy_unit", t.Name)
-	}
+	// Δ₀, the keys one unit holds after bounding (sources.KeyUnits): one
+	// per row without a unit; max_groups; else max_rows, the rows each
+	// unit keeps.
 	groups := 1
 	if t.Unit != nil {
 		groups = int(t.Unit.MaxGroups)
+		if groups < 1 {
+			groups = int(t.Unit.MaxRows)
+		}
 	}
 	eps, hasEps, err := sessionFloat(s, VarEpsilon)
 	if err != nil {
@@ -299,9 +452,15 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 			version = ver
 		}
 	}
-	id := t.Name + "\x00" + c + "\x00" + version
-	if keys, ok := e.keys.get(id); ok && version != "" {
-		return keys, nil, nil
+	id := openKeyID(t, c, version)
+	if version != "" {
+		keys, ok, err := e.keys.get(ctx, id)
+		if err != nil {
+			return nil, nil, e.internal("released keys", err)
+		}
+		if ok {
+			return keys, nil, nil
+		}
 	}
 	m, restEps, err := e.selectionParams(s, t)
 	if err != nil {
@@ -327,10 +486,14 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 	}
 	strategy := fmt.Sprintf("partition selection on %s: %s", c, m)
 	cost := budget.Cost{Epsilon: m.Epsilon, Rho: m.Rho, Delta: m.Delta}
-	if _, err := e.charge(ctx, s, t, m.Kind, strategy, cost, sts, unit); err != nil {
+	entry, err := e.charge(ctx, s, t, m.Kind, strategy, cost, sts, unit)
+	if err != nil {
 		return nil, nil, err
 	}
 	r := noise.NewRand()
+	if e.selectionRand != nil {
+		r = e.selectionRand()
+	}
 	var keys []string
 	for _, x := range counts {
 		if m.Keep(r, x.n) {
@@ -339,7 +502,13 @@ func (e *Engine) openKeys(ctx context.Context, s *Session, t *catalog.Table, c s
 	}
 	slices.Sort(keys)
 	if version != "" {
-		e.keys.put(id, keys)
+		// The selection is paid for: should the store fail, its keys are
+		// released all the same, and only their reuse is lost.
+		if stored, err := e.keys.put(ctx, id, entry.Seq, keys); err != nil {
+			e.log.Warn("released keys not stored; a later batch selects anew", "table", t.Name, "column", c, "err", err)
+		} else {
+			keys = stored
+		}
 	}
 	rest := *s
 	outer := s.UserVar
@@ -374,7 +543,7 @@ func (x *selectionExplain) result() *Result {
 	add("table", x.table.Name)
 	add("partition selection", fmt.Sprintf("GROUP BY %s: its keys are not yet released, so they are selected first", x.column))
 	add("mechanism", m.Kind)
-	add("max_groups", fmt.Sprint(m.MaxGroups))
+	add("keys per unit", fmt.Sprint(m.MaxGroups))
 	add("threshold", fmt.Sprint(m.Threshold()))
 	add("units for 50% release", fmt.Sprint(m.UnitsFor(0.5)))
 	add("units for 99% release", fmt.Sprint(m.UnitsFor(0.99)))

@@ -121,6 +121,7 @@ func (l *Live) Reload(ctx context.Context, next *catalog.Catalog) (ReloadResult,
 	l.eng.stored = old.stored
 	l.eng.planner = old.planner   // strategies depend on workload shapes, not on budgets
 	l.eng.measures = old.measures // measurements are keyed by table definition and data version
+	l.eng.keys = old.keys         // so are released keys
 	old.log.Info("catalog reloaded", "path", next.Path, "limits_changed", len(changes), "ignored", len(ignored))
 	for _, c := range changes {
 		old.log.Info("limit changed", "scope", c.Limit.Scope, "space", c.Limit.Space, "user", c.Limit.User,

@@ -15,4 +15,7 @@
 // answers then rely on the rest, or measure anew). A changed table
 // definition or data version starts afresh: Load returns only the
 // measurements of the key asked for.
+//
+// Beside them, keys.go stores the key sets DP partition selection released
+// for open columns, per table, column and data version.
 package measure

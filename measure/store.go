@@ -73,7 +73,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
 	if path == "" {
 		db.SetMaxOpenConns(1) // one in-memory database, not one per connection
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+keySchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("measure: open %s: %w", path, err)
 	}

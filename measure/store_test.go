@@ -145,3 +145,55 @@ func TestStorePutRemembers(t *testing.T) {
 		}
 	}
 }
+
+// Key sets persist across a reopen, the first one stored for a version
+// wins, and only the newest keySetVersions versions of a column are kept.
+func TestStoreKeySets(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.sqlite")
+	s, err := Open(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Keys(ctx, "t", "d", "c", "v1"); ok || err != nil {
+		t.Fatalf("empty store: ok %v, %v", ok, err)
+	}
+	got, err := s.PutKeys(ctx, KeySet{Table: "t", Def: "d", Column: "c", Version: "v1", LedgerSeq: 3, Keys: []string{"a", "b"}})
+	if err != nil || !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("PutKeys = %v, %v", got, err)
+	}
+	got, err = s.PutKeys(ctx, KeySet{Table: "t", Def: "d", Column: "c", Version: "v1", LedgerSeq: 4, Keys: []string{"z"}})
+	if err != nil || !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("second PutKeys of a version = %v, %v; want the first set", got, err)
+	}
+	if _, err := s.PutKeys(ctx, KeySet{Table: "t", Def: "d", Column: "e", Version: "v1", Keys: nil}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(ctx, path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if keys, ok, err := s.Keys(ctx, "t", "d", "c", "v1"); !ok || err != nil || !reflect.DeepEqual(keys, []string{"a", "b"}) {
+		t.Fatalf("after reopen: %v %v %v", keys, ok, err)
+	}
+	if keys, ok, err := s.Keys(ctx, "t", "d", "e", "v1"); !ok || err != nil || len(keys) != 0 || keys == nil {
+		t.Fatalf("an empty released set must read back as empty, not absent: %v %v %v", keys, ok, err)
+	}
+	for _, key := range [][4]string{{"t", "d", "c", "v2"}, {"t", "x", "c", "v1"}, {"u", "d", "c", "v1"}} {
+		if _, ok, _ := s.Keys(ctx, key[0], key[1], key[2], key[3]); ok {
+			t.Errorf("Keys %v found", key)
+		}
+	}
+	for i := 2; i <= keySetVersions+1; i++ {
+		if _, err := s.PutKeys(ctx, KeySet{Table: "t", Def: "d", Column: "c", Version: "v" + string(rune('0'+i)), Keys: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := s.Keys(ctx, "t", "d", "c", "v1"); ok {
+		t.Error("the oldest version's keys are kept past keySetVersions")
+	}
+	if _, ok, _ := s.Keys(ctx, "t", "d", "c", "v2"); !ok {
+		t.Error("a recent version's keys were forgotten")
+	}
+}

@@ -43,6 +43,45 @@ func (clickhouseDialect) param(int) string { return "?" }
 // exactText: ClickHouse compares String by bytes, with no collation.
 func (clickhouseDialect) exactText(col string) string { return "toString(" + col + ")" }
 
+// like: ClickHouse's LIKE has no ESCAPE clause (a backslash escapes % _
+// and itself) and compares bytes, no collation; p is rewritten into that
+// form (clickhouseLikePattern).
+func (clickhouseDialect) like(col string, p catalog.Pattern, bind func(any) string) string {
+	return "like(toString(" + col + "), " + bind(clickhouseLikePattern(p)) + ")"
+}
+
+// clickhouseLikePattern is p with backslash escapes, matching what
+// catalog.Like matches: p's escape character and the character after it
+// become that character, escaped if it is a wildcard or a backslash; a
+// backslash that escapes nothing in p is doubled; an escape character at
+// the end of the pattern stands for itself.
+func clickhouseLikePattern(p catalog.Pattern) string {
+	esc := rune(-1)
+	if rs := []rune(p.Escape); len(rs) == 1 {
+		esc = rs[0]
+	}
+	lit := func(b *strings.Builder, r rune) {
+		if r == '%' || r == '_' || r == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	var b strings.Builder
+	rs := []rune(p.Text)
+	for i := 0; i < len(rs); i++ {
+		switch r := rs[i]; {
+		case r == esc && i+1 < len(rs):
+			i++
+			lit(&b, rs[i])
+		case r == esc || r == '\\':
+			lit(&b, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // floorDiv: '/' is always floating division in ClickHouse; the quotient is
 // at most the column's number of bins, exact in a double for integers.
 func (clickhouseDialect) floorDiv(col string, min, width int64) string {
@@ -338,4 +377,60 @@ func (s *chSource) unitCells(ctx context.Context, t *catalog.Table, cols []*cata
 		return fn(unit)
 	}
 	return nil
+}
+
+// keyUnits is Set.KeyUnits for ClickHouse, with the bounding of the other
+// engines (keys.go) written with LIMIT … BY, as chQuery.bounded does: with
+// max_groups, each unit's distinct keys ordered by the keyed hash of (unit,
+// key), then the key, LIMIT max_groups BY unit; without it, each unit's
+// max_rows rows of least row hash (the rows its histograms keep) and their
+// distinct keys. The bounding runs on the initiator over a Distributed
+// table (no per-shard setting): exact whatever the sharding.
+func (s *chSource) keyUnits(ctx context.Context, t *catalog.Table, c *catalog.Column, fn func(key string, units int64) error) error {
+	d := clickhouseDialect{}
+	q := &chQuery{pushdown: pushdown{d: d, t: t}, key: s.key}
+	col := d.ident(c.Name)
+	k := d.exactText(col)
+	var text string
+	switch {
+	case t.Unit == nil:
+		text = fmt.Sprintf("SELECT %s AS dpproxy_k, toInt64(count()) FROM %s WHERE %s IS NOT NULL GROUP BY dpproxy_k", k, q.from(), col)
+	case t.Unit.MaxGroups >= 1:
+		u := d.ident(t.Unit.Column)
+		text = fmt.Sprintf("SELECT dpproxy_k, toInt64(count()) FROM ("+
+			"SELECT dpproxy_u, dpproxy_k FROM ("+
+			"SELECT DISTINCT assumeNotNull(%s) AS dpproxy_u, assumeNotNull(%s) AS dpproxy_k FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL"+
+			") ORDER BY %s, dpproxy_k LIMIT %d BY dpproxy_u) GROUP BY dpproxy_k",
+			u, k, q.from(), u, col, q.hash([]string{"dpproxy_u", "dpproxy_k"}), t.Unit.MaxGroups)
+	default:
+		u := d.ident(t.Unit.Column)
+		var vals []string
+		for _, name := range hashColumns(t) {
+			v := d.ident(name)
+			if hc := t.Column(name); hc != nil && hc.Kind == catalog.TimeRange {
+				v = d.utc(v)
+			}
+			vals = append(vals, v)
+		}
+		inner := fmt.Sprintf("SELECT assumeNotNull(%s) AS dpproxy_unit, %s AS dpproxy_c, %s AS dpproxy_hash FROM %s WHERE %s IS NOT NULL ORDER BY dpproxy_hash LIMIT %d BY dpproxy_unit",
+			u, col, q.hash(vals), q.from(), u, t.Unit.MaxRows)
+		text = fmt.Sprintf("SELECT dpproxy_k, toInt64(count()) FROM (SELECT DISTINCT dpproxy_unit, %s AS dpproxy_k FROM (%s) WHERE dpproxy_c IS NOT NULL) GROUP BY dpproxy_k",
+			d.exactText("dpproxy_c"), inner)
+	}
+	rows, err := s.db.QueryContext(ctx, text, q.args...)
+	if err != nil {
+		return fmt.Errorf("table %s: key units: %w", t.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var n int64
+		if err := rows.Scan(&key, &n); err != nil {
+			return fmt.Errorf("table %s: key units: %w", t.Name, err)
+		}
+		if err := fn(key, n); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }

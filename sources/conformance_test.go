@@ -218,6 +218,12 @@ func checkConformance(t *testing.T, cat *catalog.Catalog, rows [][]any) {
 	// with two others (the product of all is too large to count here).
 	n := len(tab.Columns) - len(timeColumns)
 	sets = append(sets, tab.Columns[:n], append([]*catalog.Column{tab.Columns[0], tab.Columns[6]}, tab.Columns[n:]...), nil)
+	// A batch's copies of open columns tested with LIKE (engine/open.go):
+	// a text column and an integer one, each value not named by a literal
+	// in the cell of the patterns it matches; NULL in the NULL cell.
+	for _, pc := range likeColumns {
+		sets = append(sets, []*catalog.Column{pc}, []*catalog.Column{pc, tab.Columns[0]})
+	}
 	for _, cols := range sets {
 		got, err := set.Histogram(ctx, tab, cols)
 		if err != nil {
@@ -233,6 +239,18 @@ func checkConformance(t *testing.T, cat *catalog.Catalog, rows [][]any) {
 			}
 		}
 	}
+}
+
+// likeColumns are open columns as a batch sees them with LIKE patterns:
+// case, accents, trailing spaces, quotes, _ and an escape (also at the
+// end of a pattern, where it matches itself).
+var likeColumns = []*catalog.Column{
+	{Name: "cat", Kind: catalog.Categorical, Values: []string{"Male", "x'y"}, OpenCopy: true, Null: catalog.PolicyCell, OutOfDomain: catalog.PolicyOther,
+		Patterns: []catalog.Pattern{{Text: "%ale", Escape: `\`}, {Text: "_ b", Escape: `\`}, {Text: "%ü%", Escape: `\`}, {Text: "M%", Escape: `\`}, {Text: "x!'%", Escape: "!"}, {Text: "%e!", Escape: "!"}}},
+	{Name: "cat_drop", Kind: catalog.Categorical, OpenCopy: true, Null: catalog.PolicyOther, OutOfDomain: catalog.PolicyOther,
+		Patterns: []catalog.Pattern{{Text: "a", Escape: `\`}, {Text: "%", Escape: `\`}, {Text: "_%", Escape: `\`}}},
+	{Name: "i_other", Kind: catalog.Categorical, Values: []string{"5"}, OpenCopy: true, Null: catalog.PolicyCell, OutOfDomain: catalog.PolicyOther,
+		Patterns: []catalog.Pattern{{Text: "1%", Escape: `\`}, {Text: "-%", Escape: `\`}, {Text: "%9", Escape: `\`}}},
 }
 
 const conformanceRowCount = 600

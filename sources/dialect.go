@@ -24,6 +24,9 @@ type dialect interface {
 	// exactText is an expression whose equality with a text parameter is
 	// byte-for-byte equality of col's text (no collation, no padding).
 	exactText(col string) string
+	// like is col LIKE p as catalog.Like matches it: exactly, character
+	// by character; bind binds a parameter and returns its placeholder.
+	like(col string, p catalog.Pattern, bind func(any) string) string
 	// floorDiv is ⌊(col − min) / width⌋ for col ≥ min: exact for integer
 	// columns, IEEE double arithmetic for floating ones.
 	floorDiv(col string, min, width int64) string
@@ -99,11 +102,32 @@ func (q *pushdown) bin(c *catalog.Column) string {
 	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN %d", col, cell(c.NullCell()))
 	switch c.Kind {
 	case catalog.Categorical:
-		fmt.Fprintf(&b, " ELSE CASE %s", q.d.exactText(col))
-		for i, v := range c.Values {
-			fmt.Fprintf(&b, " WHEN %s THEN %d", q.bind(v), i)
+		if len(c.Patterns) == 0 {
+			fmt.Fprintf(&b, " ELSE CASE %s", q.d.exactText(col))
+			for i, v := range c.Values {
+				fmt.Fprintf(&b, " WHEN %s THEN %d", q.bind(v), i)
+			}
+			fmt.Fprintf(&b, " ELSE %d END END", cell(c.OtherCell()))
+			break
 		}
-		fmt.Fprintf(&b, " ELSE %d END END", cell(c.OtherCell()))
+		// A value that is no declared one: the match cell of the
+		// patterns it matches.
+		b.WriteString(" ELSE ")
+		if len(c.Values) > 0 {
+			fmt.Fprintf(&b, "CASE %s", q.d.exactText(col))
+			for i, v := range c.Values {
+				fmt.Fprintf(&b, " WHEN %s THEN %d", q.bind(v), i)
+			}
+			b.WriteString(" ELSE ")
+		}
+		fmt.Fprintf(&b, "%d", len(c.Values))
+		for i, p := range c.Patterns {
+			fmt.Fprintf(&b, " + CASE WHEN %s THEN %d ELSE 0 END", q.d.like(col, p, q.bind), 1<<i)
+		}
+		if len(c.Values) > 0 {
+			b.WriteString(" END")
+		}
+		b.WriteString(" END")
 	case catalog.IntegerRange:
 		fmt.Fprintf(&b, " WHEN %s < %d THEN %d WHEN %s > %d THEN %d ELSE %s END",
 			col, c.Min, cell(c.LowCell()), col, c.Max, cell(c.HighCell()), q.d.floorDiv(col, c.Min, c.Width))
@@ -125,6 +149,26 @@ func (q *pushdown) bin(c *catalog.Column) string {
 		fmt.Fprintf(&b, " ELSE %d END", k-1)
 	}
 	return b.String()
+}
+
+// sqlPattern is p's pattern as the engines read it: catalog.Like matches
+// an escape at the end of the pattern as itself, PostgreSQL refuses it,
+// so it is escaped.
+func sqlPattern(p catalog.Pattern) string {
+	esc := []rune(p.Escape)
+	if len(esc) != 1 {
+		return p.Text
+	}
+	rs := []rune(p.Text)
+	for i := 0; i < len(rs); i++ {
+		if rs[i] == esc[0] {
+			if i == len(rs)-1 {
+				return p.Text + p.Escape
+			}
+			i++
+		}
+	}
+	return p.Text
 }
 
 // sql is SELECT b0, b1, COUNT(*) FROM (SELECT <bin c0> AS b0, … FROM t) s

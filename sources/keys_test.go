@@ -15,13 +15,19 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/internal/testdb"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/selection"
 )
 
 func keysCatalog(t testing.TB, path, unit string) *catalog.Catalog {
 	t.Helper()
-	y := "database: k\nsources:\n  main: {driver: sqlite, path: " + path + "}\ntables:\n  e:\n" +
+	return keysCatalogSource(t, "main: {driver: sqlite, path: "+path+"}", unit)
+}
+
+func keysCatalogSource(t testing.TB, source, unit string) *catalog.Catalog {
+	t.Helper()
+	y := "database: k\nsources:\n  " + source + "\ntables:\n  e:\n" +
 		"    budget: {total: 1, per_user: 1, default_per_query: 0.1}\n" + unit +
 		"    columns:\n      ref: {type: text}\n      item: {type: integer, open: true}\n      n: {type: integer, min: 0, max: 3}\n"
 	cat, err := catalog.Parse("keys.yaml", []byte(y))
@@ -31,50 +37,148 @@ func keysCatalog(t testing.TB, path, unit string) *catalog.Catalog {
 	return cat
 }
 
-// KeyUnits counts, per key, the distinct units that hold it after each
-// unit keeps its max_groups keys of least keyed hash: checked against Go
-// replaying the same hash, for a text and an integer open column, and
-// against a plain count per key without a unit.
-func TestKeyUnitsSQLite(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "k.sqlite")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE e (uid INTEGER, ref TEXT, item INTEGER, n INTEGER)"); err != nil {
-		t.Fatal(err)
-	}
+// keyRow is one row of the key-selection fixture.
+type keyRow struct {
+	u    any // int64 or nil
+	ref  any // string or nil
+	item int64
+}
+
+// keyRows are heavy-tailed referrers with NULL units and keys, and keys
+// that differ from others only by case or a trailing space, which each
+// engine must count apart (exact text).
+func keyRows() []keyRow {
 	r := rand.New(rand.NewPCG(3, 4))
-	type row struct {
-		u    any
-		ref  any
-		item int64
-	}
-	var rows []row
+	var rows []keyRow
 	for i := 0; i < 2000; i++ {
 		var u any = int64(r.IntN(150))
 		if i%97 == 0 {
 			u = nil
 		}
 		var ref any = fmt.Sprintf("site%d.example", int(math.Floor(math.Pow(r.Float64(), 3)*40)))
-		if i%53 == 0 {
+		switch {
+		case i%53 == 0:
 			ref = nil
+		case i%7 == 0:
+			ref = strings.ToUpper(ref.(string)[:1]) + ref.(string)[1:]
+		case i%11 == 0:
+			ref = ref.(string) + " "
 		}
-		rows = append(rows, row{u, ref, int64(r.IntN(30))})
+		rows = append(rows, keyRow{u, ref, int64(r.IntN(30))})
 	}
-	tx, _ := db.Begin()
-	for _, w := range rows {
-		if _, err := tx.Exec("INSERT INTO e VALUES (?, ?, ?, 1)", w.u, w.ref, w.item); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tx.Commit()
-	db.Close()
+	return rows
+}
 
-	for _, g := range []int{1, 3} {
-		cat := keysCatalog(t, path, fmt.Sprintf("    privacy_unit: {column: uid, max_rows: 10, max_groups: %d}\n", g))
+// keyMaxRows is the fixture's max_rows under a unit without max_groups.
+const keyMaxRows = 4
+
+// keyHash is an engine's keyed hash as text in the order the engine
+// ranks by: UnitHash for the servers, sqliteKeyHash for SQLite.
+type keyHash func(key string, vals ...any) string
+
+// sqliteKeyHash is SQLite's UnitHash64 as fixed-width hex, whose order is
+// the unsigned order SQL ranks by.
+func sqliteKeyHash(key string, vals ...any) string {
+	return fmt.Sprintf("%016x", UnitHash64(key, vals...))
+}
+
+// wantKeyUnits replays KeyUnits in Go: per unit its distinct keys of
+// column col, the g of least keyed hash (hash) kept; g = 0 counts rows (no unit);
+// g < 0 (no max_groups) keeps each unit's keyMaxRows rows of least row
+// hash (the unit, then ref, item, n in catalog order) and counts their
+// distinct keys.
+func wantKeyUnits(rows []keyRow, hash keyHash, key, col string, g int) map[string]int64 {
+	want := map[string]int64{}
+	if g < 0 {
+		type hr struct {
+			h string
+			k any
+		}
+		per := map[int64][]hr{}
+		for _, w := range rows {
+			if w.u == nil {
+				continue
+			}
+			u := w.u.(int64)
+			var k any = strconv.FormatInt(w.item, 10)
+			if col == "ref" {
+				k = w.ref
+			}
+			per[u] = append(per[u], hr{hash(key, u, w.ref, w.item, int64(1)), k})
+		}
+		for _, l := range per {
+			slices.SortFunc(l, func(a, b hr) int { return strings.Compare(a.h, b.h) })
+			seen := map[string]bool{}
+			for _, x := range l[:min(keyMaxRows, len(l))] {
+				if k, ok := x.k.(string); ok && !seen[k] {
+					seen[k] = true
+					want[k]++
+				}
+			}
+		}
+		return want
+	}
+	per := map[int64]map[string]bool{}
+	for _, w := range rows {
+		if col == "ref" && w.ref == nil {
+			continue
+		}
+		k := strconv.FormatInt(w.item, 10)
+		if col == "ref" {
+			k = w.ref.(string)
+		}
+		if g == 0 {
+			want[k]++
+			continue
+		}
+		if w.u == nil {
+			continue
+		}
+		u := w.u.(int64)
+		if per[u] == nil {
+			per[u] = map[string]bool{}
+		}
+		per[u][k] = true
+	}
+	for u, ks := range per {
+		type hk struct{ h, k string }
+		var l []hk
+		for k := range ks {
+			var v any = k
+			if col == "item" {
+				n, _ := strconv.ParseInt(k, 10, 64)
+				v = n
+			}
+			l = append(l, hk{hash(key, u, v), k})
+		}
+		slices.SortFunc(l, func(a, b hk) int {
+			if c := strings.Compare(a.h, b.h); c != 0 {
+				return c
+			}
+			return strings.Compare(a.k, b.k)
+		})
+		for _, x := range l[:min(g, len(l))] {
+			want[x.k]++
+		}
+	}
+	return want
+}
+
+// checkKeyUnits compares KeyUnits with wantKeyUnits over source (a
+// catalog sources entry) for max_groups 1 and 3, for a unit bounded by
+// max_rows alone and for row privacy.
+func checkKeyUnits(t *testing.T, source string, hash keyHash, rows []keyRow) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, g := range []int{1, 3, -1, 0} {
+		unit := ""
+		switch {
+		case g > 0:
+			unit = fmt.Sprintf("    privacy_unit: {column: uid, max_rows: 10, max_groups: %d}\n", g)
+		case g < 0:
+			unit = fmt.Sprintf("    privacy_unit: {column: uid, max_rows: %d}\n", keyMaxRows)
+		}
+		cat := keysCatalogSource(t, source, unit)
 		set, err := Open(ctx, cat, Options{DataDir: dir})
 		if err != nil {
 			t.Fatal(err)
@@ -83,77 +187,104 @@ func TestKeyUnitsSQLite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, col := range []string{"ref", "item"} {
-			// Go's replay: per unit its distinct keys, least hash first.
-			per := map[int64]map[string]bool{}
-			for _, w := range rows {
-				if w.u == nil || (col == "ref" && w.ref == nil) {
-					continue
-				}
-				k := strconv.FormatInt(w.item, 10)
-				if col == "ref" {
-					k = w.ref.(string)
-				}
-				u := w.u.(int64)
-				if per[u] == nil {
-					per[u] = map[string]bool{}
-				}
-				per[u][k] = true
-			}
-			want := map[string]int64{}
-			for u, ks := range per {
-				type hk struct{ h, k string }
-				var l []hk
-				for k := range ks {
-					var v any = k
-					if col == "item" {
-						n, _ := strconv.ParseInt(k, 10, 64)
-						v = n
-					}
-					l = append(l, hk{UnitHash(key, u, v), k})
-				}
-				slices.SortFunc(l, func(a, b hk) int {
-					if c := strings.Compare(a.h, b.h); c != 0 {
-						return c
-					}
-					return strings.Compare(a.k, b.k)
-				})
-				for _, x := range l[:min(g, len(l))] {
-					want[x.k]++
-				}
-			}
+		cols := []string{"ref", "item"}
+		if g == 0 {
+			cols = cols[:1]
+		}
+		for _, col := range cols {
+			want := wantKeyUnits(rows, hash, key, col, g)
 			got := map[string]int64{}
-			if err := set.KeyUnits(ctx, cat.Table("e"), col, func(k string, n int64) error { got[k] = n; return nil }); err != nil {
+			if err := set.KeyUnits(ctx, cat.Table("e"), col, func(k string, n int64) error { got[k] += n; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("max_groups %d, %s:\n got %v\nwant %v", g, col, got, want)
 			}
 		}
+		if g == 0 {
+			if err := set.KeyUnits(ctx, cat.Table("e"), "n", func(string, int64) error { return nil }); err == nil {
+				t.Error("KeyUnits over a declared column")
+			}
+		}
 		set.Close()
 	}
+}
 
-	cat := keysCatalog(t, path, "")
-	set, err := Open(ctx, cat, Options{DataDir: dir})
+// KeyUnits counts, per key, the distinct units that hold it after each
+// unit keeps its max_groups keys of least keyed hash: checked against Go
+// replaying the same hash, for a text and an integer open column, and
+// against a plain count per key without a unit.
+func TestKeyUnitsSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.sqlite")
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
-	want := map[string]int64{}
-	for _, w := range rows {
-		if w.ref != nil {
-			want[w.ref.(string)]++
-		}
-	}
-	got := map[string]int64{}
-	if err := set.KeyUnits(ctx, cat.Table("e"), "ref", func(k string, n int64) error { got[k] = n; return nil }); err != nil {
+	rows := keyRows()
+	loadKeyRows(t, db, "CREATE TABLE e (uid INTEGER, ref TEXT, item INTEGER, n INTEGER)", "INSERT INTO e VALUES (?, ?, ?, 1)", rows)
+	db.Close()
+	checkKeyUnits(t, "main: {driver: sqlite, path: "+path+"}", sqliteKeyHash, rows)
+}
+
+// The same on PostgreSQL: the per-unit bounding in SQL (ROW_NUMBER over
+// the keyed hash) against the Go replay.
+func TestKeyUnitsPostgres(t *testing.T) {
+	srv := pgServer.Get(t)
+	ctx := context.Background()
+	if err := srv.Exec(ctx, "DROP SCHEMA IF EXISTS keys CASCADE", "CREATE SCHEMA keys"); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("row privacy:\n got %v\nwant %v", got, want)
+	db, err := srv.Open()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := set.KeyUnits(ctx, cat.Table("e"), "n", func(string, int64) error { return nil }); err == nil {
-		t.Error("KeyUnits over a declared column")
+	defer db.Close()
+	rows := keyRows()
+	loadKeyRows(t, db, "CREATE TABLE keys.e (uid BIGINT, ref TEXT, item BIGINT, n BIGINT)", "INSERT INTO keys.e VALUES ($1, $2, $3, 1)", rows)
+	dsn := srv.AdminDSN
+	if strings.Contains(dsn, "?") {
+		dsn += "&search_path=keys"
+	} else {
+		dsn += " search_path=keys"
+	}
+	checkKeyUnits(t, "main: {driver: postgres, dsn: \""+dsn+"\"}", UnitHash, rows)
+}
+
+// The same on MariaDB, whose default collation is case-insensitive and
+// pads: keys must still be counted apart by their exact text.
+func TestKeyUnitsMariaDB(t *testing.T) {
+	srv := mariaServer.Get(t)
+	ctx := context.Background()
+	if err := srv.Exec(ctx, "DROP DATABASE IF EXISTS keysel", "CREATE DATABASE keysel CHARACTER SET utf8mb4"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := srv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows := keyRows()
+	loadKeyRows(t, db, "CREATE TABLE keysel.e (uid BIGINT, ref VARCHAR(64), item BIGINT, n BIGINT) CHARACTER SET utf8mb4", "INSERT INTO keysel.e VALUES (?, ?, ?, 1)", rows)
+	dsn := fmt.Sprintf("root@unix(%s)/keysel", strings.TrimSuffix(strings.TrimPrefix(srv.AdminDSN, "root@unix("), ")/?multiStatements=true"))
+	checkKeyUnits(t, "main: {driver: mysql, dsn: \""+dsn+"\"}", UnitHash, rows)
+}
+
+func loadKeyRows(t *testing.T, db *sql.DB, create, insert string, rows []keyRow) {
+	t.Helper()
+	if _, err := db.Exec(create); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rows {
+		if _, err := tx.Exec(insert, w.u, w.ref, w.item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -242,4 +373,24 @@ func BenchmarkKeySelection(b *testing.B) {
 	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain-ms")
 	b.ReportMetric(float64(distinct), "keys")
 	b.ReportMetric(float64(released), "released")
+}
+
+// The same on ClickHouse, behind a Distributed table with the rows spread
+// over the shards at random: LIMIT … BY over the keyed hash against the Go
+// replay.
+func TestKeyUnitsClickHouse(t *testing.T) {
+	srv := chServer.Get(t)
+	rows := keyRows()
+	var loaded [][]any
+	for i, w := range rows {
+		loaded = append(loaded, []any{w.u, w.ref, w.item, int64(1), uint64(i)})
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	chDistributed(t, srv, "keysel", "e", []string{"uid Nullable(Int64)", "ref Nullable(String)", "item Int64", "n Int64", "id UInt64"},
+		"id", "rand()", loaded, func(int, []any) int { return r.IntN(testdb.ClickHouseShards) })
+	dsn := strings.Replace(srv.AdminDSN, "/default?", "/keysel?", 1)
+	if !strings.Contains(dsn, "/keysel?") {
+		t.Skipf("cannot name the database in %s", srv.AdminDSN)
+	}
+	checkKeyUnits(t, "main: {driver: clickhouse, dsn: \""+dsn+"\"}", UnitHash, rows)
 }

@@ -28,6 +28,13 @@ func (mysqlDialect) exactText(col string) string {
 	return "CAST(CONVERT(" + col + " USING utf8mb4) AS BINARY)"
 }
 
+// like matches under utf8mb4_bin: by code point, case and accents
+// counting, and LIKE never pads.
+func (mysqlDialect) like(col string, p catalog.Pattern, bind func(any) string) string {
+	pat := bind(sqlPattern(p))
+	return "CONVERT(" + col + " USING utf8mb4) COLLATE utf8mb4_bin LIKE CONVERT(" + pat + " USING utf8mb4) COLLATE utf8mb4_bin ESCAPE " + bind(p.Escape)
+}
+
 // keyedHash is SHA2(…, 256), lower-case hex, over the utf8mb4 text.
 func (mysqlDialect) keyedHash(key string, vals []string) string {
 	parts := []string{"CONVERT(" + key + " USING utf8mb4)"}

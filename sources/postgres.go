@@ -28,6 +28,13 @@ func (postgres) param(n int) string { return "$" + strconv.Itoa(n) }
 // equality, whatever the column's or database's collation.
 func (postgres) exactText(col string) string { return "(" + col + ")::text COLLATE \"C\"" }
 
+// like matches under the "C" collation: character by character (the
+// database's encoding decides what a character is), case counting.
+func (postgres) like(col string, p catalog.Pattern, bind func(any) string) string {
+	pat := bind(sqlPattern(p))
+	return "(" + col + ")::text COLLATE \"C\" LIKE " + pat + "::text ESCAPE " + bind(p.Escape) + "::text"
+}
+
 // keyedHash is sha256 (bytea, ordered bytewise as its hex) of the UTF-8
 // text.
 func (postgres) keyedHash(key string, vals []string) string {

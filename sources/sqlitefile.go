@@ -156,7 +156,7 @@ type recordColumn struct {
 
 func newRecordColumn(index int, dflt any, c *catalog.Column) recordColumn {
 	rc := recordColumn{index: index, dflt: dflt, col: c, drop: c.Size()}
-	if c.Kind == catalog.Categorical {
+	if c.Kind == catalog.Categorical && len(c.Patterns) == 0 {
 		rc.values = make(map[string]int, len(c.Values))
 		for i, v := range c.Values {
 			rc.values[v] = i

@@ -170,46 +170,60 @@ type boundedQuery struct {
 	pairs bool
 }
 
-// sql writes the query; see the package comment above for its steps.
-func (b *boundedQuery) sql() string {
-	u := b.t.Unit
-	id := b.ident
-	unit := id(u.Column)
+// rawList is the raw columns read, quoted, each followed by ", ".
+func (b *boundedQuery) rawList() string {
 	var raw []string
 	seen := map[string]bool{}
 	for _, c := range b.raw {
 		if !seen[c] {
 			seen[c] = true
-			raw = append(raw, id(c))
+			raw = append(raw, b.ident(c))
 		}
 	}
-	rawList := strings.Join(raw, ", ")
-	if rawList != "" {
-		rawList += ", "
+	out := strings.Join(raw, ", ")
+	if out != "" {
+		out += ", "
 	}
-	hashed := func() string {
-		var vals []string
-		for _, c := range hashColumns(b.t) {
-			vals = append(vals, id(c))
-		}
-		h := b.hash(vals)
-		return fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, h, b.table, unit)
+	return out
+}
+
+// heavy is a WITH clause, to put before a statement that reads kept,
+// naming the units with more than k rows (dpproxy_heavy).
+func (b *boundedQuery) heavy(k int64) string {
+	unit := b.ident(b.t.Unit.Column)
+	return fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
+}
+
+// kept is step 2 of the package comment: a derived table (dpproxy_kept)
+// of the rows each unit keeps, with the raw columns and dpproxy_unit —
+// all rows of a unit with at most k rows, without a hash or a sort, and
+// the k of least keyed hash of a heavier one (named by heavy(k)). It binds
+// the hash key when called.
+func (b *boundedQuery) kept(k int64) string {
+	rawList := b.rawList()
+	unit := b.ident(b.t.Unit.Column)
+	var vals []string
+	for _, c := range hashColumns(b.t) {
+		vals = append(vals, b.ident(c))
 	}
+	// NOT IN, not NOT EXISTS: PostgreSQL then probes a hashed subplan
+	// instead of sorting the table for a merge anti-join (the heavy units
+	// are never NULL).
+	light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s WHERE %[2]s IS NOT NULL AND %[2]s NOT IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.table)
+	hashed := fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.hash(vals), b.table, unit)
+	ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
+	return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
+}
+
+// sql writes the query; see the package comment above for its steps.
+func (b *boundedQuery) sql() string {
+	u := b.t.Unit
 	k := u.MaxRows
 	if len(b.outs) == 0 {
 		k = min(u.MaxRows, u.PerCell())
 	}
-	// The kept rows: a unit with at most k rows keeps them all, without a
-	// hash or a sort; only the rows of heavier units are hashed and ranked.
-	heavy := fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
-	kept := func() string {
-		// NOT IN, not NOT EXISTS: PostgreSQL then probes a hashed subplan
-		// instead of sorting the table for a merge anti-join (the heavy
-		// units are never NULL).
-		light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s WHERE %[2]s IS NOT NULL AND %[2]s NOT IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.table)
-		ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed())
-		return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
-	}
+	heavy := b.heavy(k)
+	kept := func() string { return b.kept(k) }
 	if len(b.outs) == 0 {
 		if b.pairs {
 			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM %s ORDER BY dpproxy_unit", kept())

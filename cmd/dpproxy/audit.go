@@ -50,7 +50,14 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := os.Stat(cf.ledgerPath()); err != nil {
 		return exitError{code: 1, err: fmt.Errorf("no ledger at %s: %w", cf.ledgerPath(), err)}
 	}
-	l, err := budget.Open(ctx, cf.ledgerPath())
+	// Only sign writes (a signed head); every other subcommand reads the
+	// ledger read-only, whatever schema version wrote it, and leaves the
+	// file as it found it.
+	open := budget.OpenReadOnly
+	if sub == "sign" {
+		open = budget.Open
+	}
+	l, err := open(ctx, cf.ledgerPath())
 	if err != nil {
 		return tamperExit(err)
 	}
@@ -207,17 +214,26 @@ func printEntries(w io.Writer, entries []budget.Entry, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	units := false
+	units, deltas := false, false
 	for _, e := range entries {
 		units = units || e.Unit != nil
+		deltas = deltas || (e.Kind == budget.KindCharge && e.Cost.Delta > 0)
 	}
-	head := "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO\tSTRATEGY"
+	head := "SEQ\tTIME\tKIND\tUSER\tTABLES\tMECHANISM\tEPSILON\tRHO"
+	if deltas { // a DELTA column only when some charge spent δ (partition selection)
+		head += "\tDELTA"
+	}
+	head += "\tSTRATEGY"
 	if units { // a UNIT column only when some charge has a privacy unit
 		head += "\tUNIT"
 	}
 	fmt.Fprintln(tw, head)
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g\t%s", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho, e.Strategy)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%g\t%g", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind, e.User, e.Tables, e.Mechanism, e.Cost.Epsilon, e.Cost.Rho)
+		if deltas {
+			fmt.Fprintf(tw, "\t%g", e.Cost.Delta)
+		}
+		fmt.Fprintf(tw, "\t%s", e.Strategy)
 		if units && e.Kind == budget.KindCharge {
 			fmt.Fprintf(tw, "\t%s", unitText(e.Unit))
 		}
@@ -249,9 +265,19 @@ func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catal
 	if err != nil {
 		return err
 	}
+	view := budgetview.All(cat, rows)
+	// δ columns only when some charge spent δ (partition selection).
+	deltas := false
+	for _, r := range view {
+		deltas = deltas || r.Cost.Delta > 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tUSER\tSPACE\tTABLES\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON")
-	for _, r := range budgetview.All(cat, rows) {
+	head := "SCOPE\tUSER\tSPACE\tTABLES\tLIMIT_EPSILON\tSPENT_EPSILON\tREMAINING_EPSILON"
+	if deltas {
+		head += "\tLIMIT_DELTA\tSPENT_DELTA\tREMAINING_DELTA"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range view {
 		user, limit, rem := r.User, "-", "-"
 		if user == "" {
 			user = "*"
@@ -259,7 +285,17 @@ func printBudgets(ctx context.Context, w io.Writer, l *budget.Ledger, cat *catal
 		if r.Limit != nil {
 			limit, rem = fmt.Sprintf("%g", *r.Limit), fmt.Sprintf("%.6g", *r.Remaining)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.6g\t%s\n", r.Scope, user, r.Space, r.Table, limit, r.Spent, rem)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.6g\t%s", r.Scope, user, r.Space, r.Table, limit, r.Spent, rem)
+		if deltas {
+			// The δ limit is the space's δ budget (none for a space no
+			// longer in the catalog).
+			dl, dr := "-", "-"
+			if r.Limit != nil {
+				dl, dr = fmt.Sprintf("%g", r.Delta), fmt.Sprintf("%.6g", r.Delta-r.Cost.Delta)
+			}
+			fmt.Fprintf(tw, "\t%s\t%.6g\t%s", dl, r.Cost.Delta, dr)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -233,3 +233,27 @@ func TestAuditVerifyFindsOverspending(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// `dpproxy audit` reads a ledger written before δ (schema version 2)
+// without upgrading it: verify, list and budgets succeed, and the file
+// keeps its version for the next proxy to upgrade.
+func TestAuditOlderLedgerCLI(t *testing.T) {
+	dir := realLedger(t)
+	path := filepath.Join(dir, "ledger.sqlite")
+	sqliteExec(t, path, "ALTER TABLE entries DROP COLUMN delta", "ALTER TABLE spent DROP COLUMN delta", "PRAGMA user_version = 2")
+	for _, sub := range []string{"verify", "list", "budgets"} {
+		code, out, errOut := dpproxyCmd("audit", sub, "--data-dir", dir)
+		if code != 0 || sub == "verify" && !strings.Contains(out, "ledger OK: 10 entries") {
+			t.Fatalf("audit %s on a version 2 ledger: exit %d\n%s%s", sub, code, out, errOut)
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 2 {
+		t.Fatalf("after audit the ledger is version %d (%v), want 2: audit wrote to it", v, err)
+	}
+}
