@@ -293,14 +293,20 @@ func loadKeyRows(t *testing.T, db *sql.DB, create, insert string, rows []keyRow)
 // Zipf law over them), row privacy, ε = 1, δ = 10⁻⁶: the pushed-down count
 // per key plus one release decision per key, against SQLite's own plain
 // GROUP BY of the same column in the same run (ratio = selection / plain),
-// and how many keys are released. DPPROXY_BENCH_DIR keeps the file.
+// and how many keys are released. DPPROXY_BENCH_DIR keeps the file;
+// DPPROXY_BENCH_ROWS sets the rows (keys = rows/10), so that
+// `dpproxy-bench all` can run it smaller.
 func BenchmarkKeySelection(b *testing.B) {
-	const rows, keys = 1_000_000, 100_000
+	rows := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("DPPROXY_BENCH_ROWS")); err == nil && v >= 10 {
+		rows = v
+	}
+	keys := rows / 10
 	dir := os.Getenv("DPPROXY_BENCH_DIR")
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	path := filepath.Join(dir, "keys-1m.sqlite")
+	path := filepath.Join(dir, fmt.Sprintf("keys-%d.sqlite", rows))
 	ctx := context.Background()
 	if _, err := os.Stat(path); err != nil {
 		db, err := sql.Open("sqlite", path)
@@ -310,7 +316,7 @@ func BenchmarkKeySelection(b *testing.B) {
 		db.Exec("CREATE TABLE e (uid INTEGER, ref TEXT, item INTEGER, n INTEGER)")
 		tx, _ := db.Begin()
 		st, _ := tx.Prepare("INSERT INTO e (ref) VALUES (?)")
-		z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.07, 1, keys-1)
+		z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.07, 1, uint64(keys-1))
 		for i := 0; i < rows; i++ {
 			k := uint64(i)
 			if i >= keys {
