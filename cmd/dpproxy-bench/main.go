@@ -5,6 +5,7 @@
 // binary (it links internal/testdb, which starts database servers):
 //
 //	go run ./cmd/dpproxy-bench planner --workload allrange --domain 1024
+//	go run ./cmd/dpproxy-bench all --json bench.json
 package main
 
 import (
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = benchWide(rest, stdout)
 	case "source":
 		err = benchSource(ctx, rest, stdout)
+	case "all":
+		err = benchAll(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -84,6 +87,8 @@ benchmarks:
   wide      [--rows N]: a 20-column dashboard in marginal space against SQLite's exact GROUP BYs
   source    --rows N [--start-servers] [--postgres DSN] [--mysql DSN]: histogram build times against
             each engine's own GROUP BY, and peak memory per cell
+  all       [--full] [--json FILE] [--only REGEXP]: the speed suite (go test -bench of the packages'
+            benchmarks, small sizes unless --full), every figure as a ratio against its baseline
 
 Run 'go run ./cmd/dpproxy-bench <benchmark> -h' for its flags.
 `)

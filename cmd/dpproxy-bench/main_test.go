@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("planner output lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, args := range [][]string{nil, {"nope"}, {"planner", "--workload", "nope"}, {"planner", "--noise", "nope"}} {
+	for _, args := range [][]string{nil, {"nope"}, {"planner", "--workload", "nope"}, {"planner", "--noise", "nope"}, {"all", "--only", "("}, {"all", "--nope"}} {
 		errOut.Reset()
 		if code := run(context.Background(), args, &out, &errOut); code != 2 || errOut.Len() == 0 {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut.String())
