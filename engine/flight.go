@@ -27,12 +27,10 @@ type AnswerBackend interface {
 	Release(ctx context.Context, key string)
 }
 
-// flight is a key being answered in this process. rs is set, before done
-// is closed, when the leader released an answer; it stays nil when the
-// leader failed.
-type flight struct {
-	done chan struct{}
-	rs   []*Result
+// answered is the outcome of answering a key in this process.
+type answered struct {
+	rs    []*Result
+	fresh bool
 }
 
 // claimPoll bounds the wait between two Claims of a key another process is
@@ -63,43 +61,37 @@ const claimPoll = 50 * time.Millisecond
 // processes measure it (both are charged: conservative).
 func (a *answerStore) answer(ctx context.Context, key string, measure func(context.Context) ([]*Result, error)) (rs []*Result, fresh bool, err error) {
 	for {
-		a.mu.Lock()
-		if rs, ok := a.lookupLocked(key); ok {
-			a.mu.Unlock()
+		if rs, ok := a.mem.Get(key); ok {
 			return rs, false, nil
 		}
-		if f, ok := a.flights[key]; ok {
-			a.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
+		out, err, joined := a.flights.Do(ctx, key, func(ctx context.Context) (answered, error) {
+			// A flight for key that ended since the lookup above kept its
+			// answer: look again, now that this one is the key's flight.
+			if rs, ok := a.mem.Get(key); ok {
+				return answered{rs: rs}, nil
 			}
-			if f.rs != nil {
-				return f.rs, false, nil
+			rs, fresh, err := a.lead(ctx, key, measure)
+			if rs != nil && err == nil {
+				a.remember(key, rs) // before the waiters wake
 			}
-			continue // the leader released nothing: start over
+			return answered{rs, fresh}, err
+		})
+		if !joined {
+			return out.rs, out.fresh, err
 		}
-		f := &flight{done: make(chan struct{})}
-		a.flights[key] = f
-		a.mu.Unlock()
-		return a.lead(ctx, key, f, measure)
+		if out.rs != nil && err == nil {
+			return out.rs, false, nil
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err() // this waiter gave up
+		}
+		// The leader released nothing (refused, failed, cancelled or
+		// panicked): start over.
 	}
 }
 
-// lead answers key for this process and completes its flight, however it
-// ends (a panic included: the waiters then start over).
-func (a *answerStore) lead(ctx context.Context, key string, f *flight, measure func(context.Context) ([]*Result, error)) (rs []*Result, fresh bool, err error) {
-	defer func() {
-		a.mu.Lock()
-		delete(a.flights, key)
-		if rs != nil && err == nil {
-			f.rs = rs
-			a.rememberLocked(key, rs)
-		}
-		a.mu.Unlock()
-		close(f.done)
-	}()
+// lead answers key for this process (the key's flight in this process).
+func (a *answerStore) lead(ctx context.Context, key string, measure func(context.Context) ([]*Result, error)) (rs []*Result, fresh bool, err error) {
 	if a.backend == nil {
 		rs, err = measure(ctx)
 		return rs, err == nil, err

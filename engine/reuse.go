@@ -1,17 +1,17 @@
 package engine
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/internal/cache"
+	"github.com/dpproxy/dpproxy/internal/flight"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
@@ -28,55 +28,24 @@ import (
 // merges requests in flight (flight.go): the first request for a key
 // measures, the others wait for its answer.
 type answerStore struct {
-	mu      sync.Mutex
-	limit   int64
-	used    int64
-	order   *list.List // front: most recently used; values *storedAnswer
-	byKey   map[string]*list.Element
-	flights map[string]*flight // keys being answered in this process
-	backend AnswerBackend      // nil: memory only
+	mem     *cache.LRU[string, []*Result]
+	flights flight.Group[string, answered] // keys being answered in this process
+	backend AnswerBackend                  // nil: memory only
 	log     *slog.Logger
 }
 
-type storedAnswer struct {
-	key     string
-	results []*Result
-	bytes   int64
-}
-
 func newAnswerStore(backend AnswerBackend, limit int64, log *slog.Logger) *answerStore {
-	return &answerStore{limit: limit, order: list.New(), byKey: map[string]*list.Element{}, flights: map[string]*flight{}, backend: backend, log: log}
+	return &answerStore{mem: cache.New[string, []*Result](limit), backend: backend, log: log}
 }
 
-// lookupLocked returns the answer kept in memory under key (a.mu held).
-func (a *answerStore) lookupLocked(key string) ([]*Result, bool) {
-	el, ok := a.byKey[key]
-	if !ok {
-		return nil, false
-	}
-	a.order.MoveToFront(el)
-	return el.Value.(*storedAnswer).results, true
-}
-
-// rememberLocked keeps rs in memory under key (a.mu held): the first
-// answer stays, and one larger than the bound lives in the backend only.
-func (a *answerStore) rememberLocked(key string, rs []*Result) {
+// remember keeps rs in memory under key: the first answer stays, and one
+// larger than the bound lives in the backend only.
+func (a *answerStore) remember(key string, rs []*Result) {
 	var n int64 = 128 + int64(len(key))
 	for _, r := range rs {
 		n += r.bytes()
 	}
-	if _, ok := a.byKey[key]; ok || n > a.limit {
-		return
-	}
-	a.byKey[key] = a.order.PushFront(&storedAnswer{key: key, results: rs, bytes: n})
-	a.used += n
-	for a.used > a.limit {
-		old := a.order.Back()
-		sa := old.Value.(*storedAnswer)
-		a.order.Remove(old)
-		delete(a.byKey, sa.key)
-		a.used -= sa.bytes
-	}
+	a.mem.Add(key, rs, n)
 }
 
 // answerSemantics versions what a stored answer means. 2: a query's

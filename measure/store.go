@@ -10,6 +10,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/dpproxy/dpproxy/internal/cache"
 	"github.com/dpproxy/dpproxy/internal/sqlitefile"
 )
 
@@ -22,19 +23,20 @@ type Store struct {
 
 	// cache keeps decoded measurements per key, so a batch reads only the
 	// measurements stored since the last; at most maxBytes of encodings
-	// (or maxCacheBytes; past that it starts afresh). Measurements another process forgot
-	// may stay here: they remain valid measurements of that version.
-	mu     sync.Mutex
-	cache  map[string]*cached
-	cached int64
+	// (or maxCacheBytes), least recently used keys first. Measurements
+	// another process forgot may stay here: they remain valid measurements
+	// of that version. mu orders the reads and writes of one key's entry.
+	mu    sync.Mutex
+	cache *cache.LRU[string, *cached]
 }
 
 // maxCacheBytes bounds the decoded measurements kept in memory.
 const maxCacheBytes = 64 << 20
 
 type cached struct {
-	ms   []*Measurement
-	last int64 // the largest ID read
+	ms    []*Measurement
+	last  int64 // the largest ID read
+	bytes int64 // the encodings' size
 }
 
 // DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
@@ -77,7 +79,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("measure: open %s: %w", path, err)
 	}
-	return &Store{db: db, maxBytes: maxBytes, cache: map[string]*cached{}}, nil
+	return &Store{db: db, maxBytes: maxBytes, cache: cache.New[string, *cached](min(maxBytes, maxCacheBytes))}, nil
 }
 
 // Close closes the file.
@@ -159,18 +161,18 @@ func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) 
 			continue
 		}
 		key := m.Table + "\x00" + m.Def + "\x00" + m.Version
-		c := s.cache[key]
+		c, _ := s.cache.Get(key)
 		if c == nil || m.ID <= c.last {
 			continue
 		}
 		var between int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? AND id < ?",
 			m.Table, m.Def, m.Version, c.last, m.ID).Scan(&between)
-		if err != nil || between != 0 || s.cached+sizes[i] > min(s.maxBytes, maxCacheBytes) {
+		n := c.bytes + sizes[i]
+		if err != nil || between != 0 || n > s.cache.Limit() {
 			continue
 		}
-		s.cache[key] = &cached{ms: append(append([]*Measurement(nil), c.ms...), m.clone()), last: m.ID}
-		s.cached += sizes[i]
+		s.cache.Put(key, &cached{ms: append(append([]*Measurement(nil), c.ms...), m.clone()), last: m.ID, bytes: n}, n)
 	}
 }
 
@@ -196,7 +198,7 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 	key := table + "\x00" + def + "\x00" + version
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.cache[key]
+	c, _ := s.cache.Get(key)
 	if c == nil {
 		c = &cached{}
 	}
@@ -228,11 +230,7 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("measure: load: %w", err)
 	}
-	if s.cached+added > min(s.maxBytes, maxCacheBytes) {
-		s.cache, s.cached = map[string]*cached{}, 0
-	}
-	s.cache[key] = &cached{ms: fresh, last: last}
-	s.cached += added
+	s.cache.Put(key, &cached{ms: fresh, last: last, bytes: c.bytes + added}, c.bytes+added)
 	return fresh, nil
 }
 

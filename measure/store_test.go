@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -195,5 +196,38 @@ func TestStoreKeySets(t *testing.T) {
 	}
 	if _, ok, _ := s.Keys(ctx, "t", "d", "c", "v2"); !ok {
 		t.Error("a recent version's keys were forgotten")
+	}
+}
+
+// The decoded-measurement cache stays within its bound across keys,
+// least recently used keys going first.
+func TestStoreCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "", 4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const keys = 12
+	for i := range keys {
+		v := fmt.Sprint("v", i)
+		if err := s.Put(ctx, []*Measurement{sample(v, 60)}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Load(ctx, "t", "d", v); err != nil || len(got) != 1 {
+			t.Fatalf("Load %s = %d measurements, %v", v, len(got), err)
+		}
+		if s.cache.Bytes() > s.cache.Limit() {
+			t.Fatalf("cache holds %d bytes, bound %d", s.cache.Bytes(), s.cache.Limit())
+		}
+	}
+	if n := s.cache.Len(); n == 0 || n == keys {
+		t.Fatalf("%d of %d keys cached: the bound did not evict", n, keys)
+	}
+	if _, ok := s.cache.Get(fmt.Sprint("t\x00d\x00v", keys-1)); !ok {
+		t.Fatal("the most recently loaded key is not cached")
+	}
+	if _, ok := s.cache.Get("t\x00d\x00v0"); ok {
+		t.Fatal("the least recently loaded key is still cached")
 	}
 }

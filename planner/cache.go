@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/internal/flight"
 )
 
 // Planner chooses strategies and remembers what it optimised. It caches
@@ -29,13 +30,15 @@ type Planner struct {
 	MaxBytes int64
 
 	mu       sync.Mutex
-	columns  map[string]*columnEntry
+	columns  map[string]*columnEntry // optimised columns (a FIFO)
 	colFIFO  []string
 	plans    map[string]*Plan
 	planFIFO []string
 	bytes    map[string]int64 // per cached key ("c"+column key or "p"+plan key)
 	used     int64
 	noCache  bool
+	// optimising merges concurrent optimisations of one column key.
+	optimising flight.Group[string, *columnEntry]
 	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
 	optimiser func(context.Context, Gram, catalog.NoiseFamily, float64) (*colOpt, optInfo, error)
 }
@@ -47,11 +50,10 @@ var errOptimiserPanicked = errors.New("planner: the strategy optimiser failed")
 // New returns a Planner with caches.
 func New() *Planner { return &Planner{} }
 
+// columnEntry is an optimiser's outcome for one column key.
 type columnEntry struct {
-	ready chan struct{}
 	opt   *colOpt
 	extra optInfo
-	err   error
 }
 
 // optInfo is what an optimiser reports besides the strategy.
@@ -89,28 +91,63 @@ func (pl *Planner) optimised(ctx context.Context, g Gram, fam catalog.NoiseFamil
 		if err := stopped(ctx); err != nil {
 			return nil, optInfo{}, err
 		}
-		pl.mu.Lock()
-		if pl.columns == nil {
-			pl.columns = map[string]*columnEntry{}
+		if e := pl.cachedColumn(key); e != nil {
+			return e.opt, e.hit(), nil
 		}
-		e, ok := pl.columns[key]
-		if !ok {
-			break // pl.mu is held
+		e, err, joined := pl.optimising.Do(ctx, key, func(ctx context.Context) (*columnEntry, error) {
+			// An optimisation of key that ended since the lookup above
+			// cached its outcome: look again, now that this one is key's.
+			if e := pl.cachedColumn(key); e != nil {
+				return &columnEntry{opt: e.opt, extra: e.hit()}, nil
+			}
+			opt, extra, err := run(ctx, g, fam, work)
+			e := &columnEntry{opt: opt, extra: extra}
+			if err == nil {
+				pl.cacheColumn(key, e) // before the waiters wake
+			}
+			return e, err
+		})
+		if !joined {
+			return e.opt, e.extra, err
 		}
-		pl.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
+		switch {
+		case ctx.Err() != nil:
 			return nil, optInfo{}, stopped(ctx)
-		}
-		if e.err != nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
+		case errors.Is(err, flight.ErrPanicked):
+			return nil, optInfo{}, errOptimiserPanicked
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			continue // the request computing it was cancelled, not this one
 		}
-		info := e.extra
-		info.seconds = 0 // a cache hit costs nothing
-		return e.opt, info, e.err
+		return e.opt, e.hit(), err
 	}
-	e := &columnEntry{ready: make(chan struct{})}
+}
+
+// hit is what a request answered by e's optimisation reports: a cache hit
+// costs nothing.
+func (e *columnEntry) hit() optInfo {
+	info := e.extra
+	info.seconds = 0
+	return info
+}
+
+// cachedColumn returns the cached outcome of column key, or nil.
+func (pl *Planner) cachedColumn(key string) *columnEntry {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.columns[key]
+}
+
+// cacheColumn caches a successful optimisation of column key, evicting the
+// oldest column past MaxEntries and the oldest entries past MaxBytes.
+func (pl *Planner) cacheColumn(key string, e *columnEntry) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.columns == nil {
+		pl.columns = map[string]*columnEntry{}
+	}
+	if _, ok := pl.columns[key]; ok {
+		return
+	}
 	pl.columns[key] = e
 	pl.colFIFO = append(pl.colFIFO, key)
 	if len(pl.colFIFO) > pl.maxEntries() {
@@ -118,44 +155,18 @@ func (pl *Planner) optimised(ctx context.Context, g Gram, fam catalog.NoiseFamil
 		delete(pl.columns, pl.colFIFO[0])
 		pl.colFIFO = pl.colFIFO[1:]
 	}
-	pl.mu.Unlock()
-	// Waiters block on e.ready: release them however the optimiser ends.
-	// A panic reaches this caller; the waiters see an error. A failed entry
-	// is dropped before the waiters wake, so that a later request (or a
-	// waiter whose own ctx is live, after a cancellation) runs the optimiser
-	// again.
-	returned := false
-	defer func() {
-		if !returned {
-			e.opt, e.err = nil, errOptimiserPanicked
-		}
-		if e.err != nil {
-			pl.mu.Lock()
-			if pl.columns[key] == e {
-				delete(pl.columns, key)
-			}
-			pl.mu.Unlock()
-		}
-		close(e.ready)
-	}()
-	e.opt, e.extra, e.err = run(ctx, g, fam, work)
-	returned = true
-	if e.err == nil && e.opt != nil {
-		pl.mu.Lock()
-		if pl.columns[key] == e {
-			// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
-			n := int64(e.opt.n)
-			if e.opt.classOf != nil { // A, A⁺ and an n × r factor
-				m, _ := e.opt.cs.A.Dims()
-				_, r := e.opt.cs.gramFactor.Dims()
-				pl.charge("c"+key, 8*(2*int64(m)*n+n*int64(r)+2*n)+256)
-			} else {
-				pl.charge("c"+key, 3*8*n*n+8*n+256)
-			}
-		}
-		pl.mu.Unlock()
+	if pl.columns[key] != e || e.opt == nil {
+		return
 	}
-	return e.opt, e.extra, e.err
+	// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
+	n := int64(e.opt.n)
+	if e.opt.classOf != nil { // A, A⁺ and an n × r factor
+		m, _ := e.opt.cs.A.Dims()
+		_, r := e.opt.cs.gramFactor.Dims()
+		pl.charge("c"+key, 8*(2*int64(m)*n+n*int64(r)+2*n)+256)
+	} else {
+		pl.charge("c"+key, 3*8*n*n+8*n+256)
+	}
 }
 
 func (pl *Planner) maxBytes() int64 {

@@ -116,3 +116,59 @@ func TestOptimisedWaiterOutlivesCancelledRunner(t *testing.T) {
 		t.Fatalf("optimiser ran %d times, want 2", n)
 	}
 }
+
+// Concurrent requests for one column run the optimiser once: it is held
+// until every request has joined its flight, so none can pass by arriving
+// after it and reading the cache.
+func TestOptimisedSingleFlight(t *testing.T) {
+	const requests = 8
+	pl := New()
+	all := make(chan struct{})
+	pl.optimising.Joined = func(_ string, waiters int) {
+		if waiters == requests {
+			close(all)
+		}
+	}
+	var calls atomic.Int32
+	pl.optimiser = func(_ context.Context, g Gram, _ catalog.NoiseFamily, _ float64) (*colOpt, optInfo, error) {
+		calls.Add(1)
+		select {
+		case <-all:
+		case <-time.After(time.Minute): // a failure bound, not a window the test relies on
+			t.Error("not every request joined the optimisation")
+		}
+		return identityOpt(g.N()), optInfo{work: 7, seconds: 1}, nil
+	}
+	g := PrefixGram{Size: 16}
+	type res struct {
+		o    *colOpt
+		info optInfo
+		err  error
+	}
+	out := make(chan res, requests)
+	for range requests {
+		go func() {
+			o, info, err := pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
+			out <- res{o, info, err}
+		}()
+	}
+	var first *colOpt
+	ran := 0
+	for range requests {
+		r := <-out
+		if r.err != nil || r.o == nil || r.info.work != 7 {
+			t.Fatalf("%v, %+v, %v", r.o, r.info, r.err)
+		}
+		if first == nil {
+			first = r.o
+		} else if r.o != first {
+			t.Fatal("requests got different strategies")
+		}
+		if r.info.seconds != 0 {
+			ran++
+		}
+	}
+	if calls.Load() != 1 || ran != 1 {
+		t.Fatalf("optimiser ran %d times, %d requests report its time; want 1 and 1", calls.Load(), ran)
+	}
+}

@@ -1,9 +1,9 @@
 package sources
 
 import (
-	"container/list"
-	"sync"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/cache"
 )
 
 // entry is one cached histogram.
@@ -15,9 +15,6 @@ type entry struct {
 	version string
 	known   bool // version is the source's data version (else built bounds its age)
 	built   time.Time
-
-	key  string
-	elem *list.Element
 }
 
 // entryOverhead approximates an entry's bytes besides its counts.
@@ -31,77 +28,38 @@ func (e *entry) bytes() int64 {
 	return n
 }
 
-// lru is the histogram cache, bounded in bytes: the least recently used
-// histograms go first. A histogram larger than the whole bound is not kept.
-type lru struct {
-	mu    sync.Mutex
-	limit int64
-	used  int64
-	order *list.List // front: most recent
-	byKey map[string]*entry
+// histograms is the histogram cache, bounded in bytes: the least recently
+// used histograms go first. A histogram larger than the whole bound is not
+// kept.
+type histograms struct{ *cache.LRU[string, *entry] }
+
+func newHistograms(limit int64) histograms {
+	return histograms{cache.New[string, *entry](limit)}
 }
 
-func newLRU(limit int64) *lru {
-	return &lru{limit: limit, order: list.New(), byKey: map[string]*entry{}}
-}
-
-func (c *lru) get(key string) *entry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.byKey[key]
-	if e != nil {
-		c.order.MoveToFront(e.elem)
-	}
+func (c histograms) get(key string) *entry {
+	e, _ := c.Get(key)
 	return e
 }
 
-func (c *lru) put(key string, e *entry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.byKey[key]; old != nil {
-		c.remove(old)
-	}
-	if e.bytes() > c.limit {
-		return
-	}
-	e.key = key
-	e.elem = c.order.PushFront(e)
-	c.byKey[key] = e
-	c.used += e.bytes()
-	for c.used > c.limit {
-		c.remove(c.order.Back().Value.(*entry))
-	}
-}
-
-func (c *lru) remove(e *entry) {
-	c.order.Remove(e.elem)
-	delete(c.byKey, e.key)
-	c.used -= e.bytes()
-}
-
-// Used is the cache's current size in bytes.
-func (c *lru) size() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.used
-}
+func (c histograms) put(key string, e *entry) { c.Put(key, e, e.bytes()) }
 
 // superset finds a fresh cached histogram of the same table whose columns
 // include every one of cols, the smallest such.
-func (c *lru) superset(table string, cols []string, fresh func(*entry) bool) *entry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c histograms) superset(table string, cols []string, fresh func(*entry) bool) *entry {
 	var best *entry
-	for _, e := range c.byKey {
+	var bestKey string
+	c.Range(func(key string, e *entry) bool {
 		if e.table != table || len(e.cols) < len(cols) || !fresh(e) || !contains(e.cols, cols) {
-			continue
+			return true
 		}
 		if best == nil || len(e.counts) < len(best.counts) {
-			best = e
+			best, bestKey = e, key
 		}
-	}
+		return true
+	})
 	if best != nil {
-		c.order.MoveToFront(best.elem)
+		c.Get(bestKey) // mark it used
 	}
 	return best
 }

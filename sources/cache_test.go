@@ -78,14 +78,14 @@ func policySet(t *testing.T) (*Set, *counting, string) {
 }
 
 // Identical concurrent requests share one build: the build is held until
-// every caller has joined its flight (Set.joined counts them), so no caller
+// every caller has joined its flight (Set.builds.Joined counts them), so no caller
 // can pass by arriving after the build and reading the cache.
 func TestSingleFlight(t *testing.T) {
 	const callers = 8
 	s, c, _ := policySet(t)
 	c.gate = make(chan struct{})
 	var most atomic.Int64
-	s.joined = func(waiters int) { // under s.mu
+	s.builds.Joined = func(_ string, waiters int) { // under the group's lock
 		most.Store(int64(waiters))
 		if waiters == callers {
 			close(c.gate)
@@ -236,11 +236,11 @@ func TestCachedAnswersDuringBuildAndCancel(t *testing.T) {
 // The cache stays within its byte bound, evicting least recently used
 // histograms first.
 func TestLRUBound(t *testing.T) {
-	c := newLRU(3 * (8*100 + entryOverhead))
+	c := newHistograms(3 * (8*100 + entryOverhead))
 	for i := 0; i < 10; i++ {
 		c.put(string(rune('a'+i)), &entry{counts: make([]float64, 100)})
-		if c.size() > c.limit {
-			t.Fatalf("size %d over limit %d", c.size(), c.limit)
+		if c.Bytes() > c.Limit() {
+			t.Fatalf("size %d over limit %d", c.Bytes(), c.Limit())
 		}
 	}
 	if c.get("a") != nil || c.get("j") == nil {

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/internal/flight"
 )
 
 // backend is one engine's way to count.
@@ -54,13 +54,10 @@ const ProgressInterval = 2 * time.Second
 type Set struct {
 	log     *slog.Logger
 	sources map[string]*source
-	cache   *lru
-
-	mu      sync.Mutex
-	flights map[string]*flight
-	// joined, when set (tests), is called under mu with a flight's number
-	// of waiters each time a caller joins it.
-	joined func(waiters int)
+	cache   histograms
+	// builds merges identical builds (its Joined hook lets tests hold a
+	// build until every caller has joined it).
+	builds flight.Group[string, []float64]
 }
 
 type source struct {
@@ -96,7 +93,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 	if limit == 0 {
 		limit = cat.Cache.HistogramBytes()
 	}
-	s := &Set{log: log.With("component", "sources"), sources: map[string]*source{}, cache: newLRU(limit), flights: map[string]*flight{}}
+	s := &Set{log: log.With("component", "sources"), sources: map[string]*source{}, cache: newHistograms(limit)}
 	names := make([]string, 0, len(cat.Sources))
 	for name := range cat.Sources {
 		names = append(names, name)
@@ -253,63 +250,25 @@ func (s *Set) marginal(e *entry, key, tk string, ck []string, cols []*catalog.Co
 	return strip(counts, cols)
 }
 
-// flight is one build that identical requests share.
-type flight struct {
-	done    chan struct{}
-	counts  []float64
-	err     error
-	waiters int
-	cancel  context.CancelFunc
-}
-
 // build counts the histogram once for every caller asking for it at the
 // same data version. The build runs on its own context, cancelled when the
 // last caller waiting for it gives up, so one client's disconnect does not
 // fail the others, and nobody's disconnect leaves a query running.
 func (s *Set) build(ctx context.Context, src *source, t *catalog.Table, cols []*catalog.Column, key, tk string, ck []string, version string, known bool) ([]float64, error) {
-	fk := key + "\x00" + version
-	s.mu.Lock()
-	f := s.flights[fk]
-	if f == nil {
-		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), cancel: cancel}
-		s.flights[fk] = f
-		go func() {
-			defer cancel()
-			counts, err := s.run(bctx, src, t, cols)
-			if err == nil {
-				s.cache.put(key, &entry{table: tk, cols: ck, sizes: internalSizes(cols), counts: counts, version: version, known: known, built: time.Now()})
-			}
-			s.mu.Lock()
-			delete(s.flights, fk)
-			f.counts, f.err = counts, err
-			s.mu.Unlock()
-			close(f.done)
-		}()
-	}
-	f.waiters++
-	if s.joined != nil {
-		s.joined(f.waiters)
-	}
-	s.mu.Unlock()
-	select {
-	case <-f.done:
-		s.mu.Lock()
-		f.waiters--
-		s.mu.Unlock()
-		if f.err != nil {
-			return nil, fmt.Errorf("table %s: histogram: %w", t.Name, f.err)
+	counts, err := s.builds.Detached(ctx, key+"\x00"+version, func(bctx context.Context) ([]float64, error) {
+		counts, err := s.run(bctx, src, t, cols)
+		if err == nil {
+			s.cache.put(key, &entry{table: tk, cols: ck, sizes: internalSizes(cols), counts: counts, version: version, known: known, built: time.Now()})
 		}
-		return f.counts, nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		f.waiters--
-		if f.waiters == 0 {
-			f.cancel()
+		return counts, err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		s.mu.Unlock()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("table %s: histogram: %w", t.Name, err)
 	}
+	return counts, nil
 }
 
 // run takes one of the source's build slots and counts, logging progress
