@@ -348,35 +348,7 @@ func (s *chSource) unitCells(ctx context.Context, t *catalog.Table, cols []*cata
 		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
 	}
 	defer rows.Close()
-	n := int64(cells(cols))
-	var cur, prev sql.RawBytes
-	var unit []int
-	first := true
-	for rows.Next() {
-		var cell int64
-		if err := rows.Scan(&cur, &cell); err != nil {
-			return err
-		}
-		if cell < 0 || cell >= n {
-			return fmt.Errorf("table %s: cell %d out of range", t.Name, cell)
-		}
-		if !first && string(cur) != string(prev) {
-			if err := fn(unit); err != nil {
-				return err
-			}
-			unit = unit[:0]
-		}
-		first = false
-		prev = append(prev[:0], cur...)
-		unit = append(unit, int(cell))
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if !first {
-		return fn(unit)
-	}
-	return nil
+	return groupUnitCells(rows, int64(cells(cols)), t.Name, fn)
 }
 
 // keyUnits is Set.KeyUnits for ClickHouse, with the bounding of the other

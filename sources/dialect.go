@@ -239,10 +239,71 @@ type server struct {
 	// cancel stops a running query on the server when ctx ends (MySQL
 	// needs KILL QUERY from another session; pgx sends PostgreSQL's
 	// cancel request itself).
-	cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+	cancel cancelHook
 }
 
 func (s *server) close() error { return s.db.Close() }
+
+// cancelHook arms an engine's query cancellation on a connection while ctx
+// lasts (server.cancel); stop disarms it.
+type cancelHook func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+
+// inReadOnlyTx runs f in a read-only transaction on one connection of db,
+// with cancel (when not nil) armed on that connection for the duration:
+// how every pushed-down histogram, unit-cell and key query reads a server.
+func inReadOnlyTx(ctx context.Context, db *sql.DB, cancel cancelHook, f func(*sql.Tx) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if cancel != nil {
+		stop, err := cancel(ctx, conn)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return f(tx)
+}
+
+// groupUnitCells streams the (unit, cell) rows of a bounded query, in unit
+// order, to fn as each unit's list of cells (n cells in all).
+func groupUnitCells(rows *sql.Rows, n int64, table string, fn func(cells []int) error) error {
+	var cur, prev sql.RawBytes
+	var unit []int
+	first := true
+	for rows.Next() {
+		var cell int64
+		if err := rows.Scan(&cur, &cell); err != nil {
+			return err
+		}
+		if cell < 0 || cell >= n {
+			return fmt.Errorf("table %s: cell %d out of range", table, cell)
+		}
+		if !first && string(cur) != string(prev) {
+			if err := fn(unit); err != nil {
+				return err
+			}
+			unit = unit[:0]
+		}
+		first = false
+		prev = append(prev[:0], cur...)
+		unit = append(unit, int(cell))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !first {
+		return fn(unit)
+	}
+	return nil
+}
 
 func (s *server) dataVersion(ctx context.Context) (string, bool, error) {
 	if s.version == "" {
@@ -273,28 +334,13 @@ func (s *server) dataVersion(ctx context.Context) (string, bool, error) {
 
 // count runs the pushed-down GROUP BY in a read-only transaction.
 func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if s.cancel != nil {
-		stop, err := s.cancel(ctx, conn)
+	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
+	text := q.sql()
+	return inReadOnlyTx(ctx, s.db, s.cancel, func(tx *sql.Tx) error {
+		r, err := tx.QueryContext(ctx, text, q.args...)
 		if err != nil {
 			return err
 		}
-		defer stop()
-	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
-	text := q.sql()
-	r, err := tx.QueryContext(ctx, text, q.args...)
-	if err != nil {
-		return err
-	}
-	return scanCounts(r, cols, counts, rows)
+		return scanCounts(r, cols, counts, rows)
+	})
 }

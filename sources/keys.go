@@ -40,7 +40,7 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 	var db *sql.DB
 	var q string
 	var args []any
-	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+	var cancel cancelHook
 	switch be := src.be.(type) {
 	case *sqliteSource:
 		db = be.db
@@ -96,39 +96,28 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 	default:
 		return fmt.Errorf("table %s: no partition selection for this source", t.Name)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("table %s: key units: %w", t.Name, err)
-	}
-	defer conn.Close()
-	if cancel != nil {
-		stop, err := cancel(ctx, conn)
+	err := inReadOnlyTx(ctx, db, cancel, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return fmt.Errorf("table %s: key units: %w", t.Name, err)
-		}
-		defer stop()
-	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("table %s: key units: %w", t.Name, err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("table %s: key units: %w", t.Name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key any
-		var n int64
-		if err := rows.Scan(&key, &n); err != nil {
-			return fmt.Errorf("table %s: key units: %w", t.Name, err)
-		}
-		if err := fn(keyText(key), n); err != nil {
 			return err
 		}
+		defer rows.Close()
+		for rows.Next() {
+			var key any
+			var n int64
+			if err := rows.Scan(&key, &n); err != nil {
+				return err
+			}
+			if err := fn(keyText(key), n); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("table %s: key units: %w", t.Name, err)
 	}
-	return rows.Err()
+	return nil
 }
 
 // rowBoundedKeys is the count of distinct units per key of a unit table

@@ -334,7 +334,7 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	var db *sql.DB
 	var q string
 	var args []any
-	var cancel func(ctx context.Context, conn *sql.Conn) (stop func(), err error)
+	var cancel cancelHook
 	switch be := src.be.(type) {
 	case *sqliteSource:
 		done, err := be.unitCellsScan(ctx, t, cols, fn)
@@ -353,54 +353,16 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	default:
 		return fmt.Errorf("table %s: no unit cells for this source", t.Name)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
-	}
-	defer conn.Close()
-	if cancel != nil {
-		stop, err := cancel(ctx, conn)
+	err := inReadOnlyTx(ctx, db, cancel, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
-		}
-		defer stop()
-	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
-	}
-	defer rows.Close()
-	var cur, prev sql.RawBytes
-	var unit []int
-	first := true
-	for rows.Next() {
-		var cell int64
-		if err := rows.Scan(&cur, &cell); err != nil {
 			return err
 		}
-		if cell < 0 || cell >= int64(n) {
-			return fmt.Errorf("table %s: cell %d out of range", t.Name, cell)
-		}
-		if !first && string(cur) != string(prev) {
-			if err := fn(unit); err != nil {
-				return err
-			}
-			unit = unit[:0]
-		}
-		first = false
-		prev = append(prev[:0], cur...)
-		unit = append(unit, int(cell))
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if !first {
-		return fn(unit)
+		defer rows.Close()
+		return groupUnitCells(rows, int64(n), t.Name, fn)
+	})
+	if err != nil {
+		return fmt.Errorf("table %s: unit cells: %w", t.Name, err)
 	}
 	return nil
 }
