@@ -36,6 +36,9 @@ type Catalog struct {
 	Server Server
 	// Cache bounds the in-memory caches in bytes.
 	Cache Cache
+	// State is where the proxy keeps its ledger, stored answers and
+	// measurements (the "state" section; Driver StateSQLite by default).
+	State State
 }
 
 // TLS is the catalog's "tls" section.

@@ -162,7 +162,7 @@ var parserProblems = map[string]bool{
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func (p *yamlReader) catalog(root node) *Catalog {
-	f, ok := p.fields(root, "database", "sources", "tables", "public_tables", "users", "ledger", "tls", "auth_plugin", "server", "cache")
+	f, ok := p.fields(root, "database", "sources", "tables", "public_tables", "users", "ledger", "tls", "auth_plugin", "server", "cache", "state")
 	if !ok {
 		return nil
 	}
@@ -236,6 +236,10 @@ func (p *yamlReader) catalog(root node) *Catalog {
 	}
 	if n, ok := f["cache"]; ok {
 		p.cache(n, &cat.Cache)
+	}
+	cat.State.Driver = StateSQLite
+	if n, ok := f["state"]; ok {
+		p.state(n, &cat.State)
 	}
 	if n, ok := f["auth_plugin"]; ok {
 		if w, ok := p.word(n, "mysql_native_password", "caching_sha2_password"); ok {

@@ -149,6 +149,9 @@ func mergeBudgets(cur, next *catalog.Catalog) (*catalog.Catalog, []string) {
 	if cur.Server != next.Server {
 		ignored = append(ignored, "server settings")
 	}
+	if cur.State != next.State {
+		ignored = append(ignored, "state (where the ledger, answers and measurements are kept)")
+	}
 	if !samePublicTables(cur.PublicTables, next.PublicTables) {
 		ignored = append(ignored, "public tables")
 	}

@@ -79,7 +79,12 @@ type Options struct {
 	// BoundBytes caps the state of contribution bounding inside SQLite's
 	// file scan (0: DefaultBoundBytes); see sqlite_bound.go.
 	BoundBytes int64
-	Logger     *slog.Logger
+	// UnitKey is the key of the unit hash when the proxy's state keeps it
+	// (a shared PostgreSQL state, package state), so that every proxy
+	// bounds contributions to the same rows; "" reads, or creates,
+	// DataDir's UnitKeyFile.
+	UnitKey string
+	Logger  *slog.Logger
 }
 
 // Open connects to every source of the catalog. Errors name the source,
@@ -99,9 +104,9 @@ func Open(ctx context.Context, cat *catalog.Catalog, opt Options) (*Set, error) 
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	key := ""
+	key := opt.UnitKey
 	for _, t := range cat.Tables {
-		if t.Unit != nil {
+		if t.Unit != nil && key == "" {
 			var err error
 			if key, err = loadUnitKey(opt.DataDir); err != nil {
 				return nil, err
