@@ -18,6 +18,7 @@ import (
 	"github.com/dpproxy/dpproxy/budgetview"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/state"
 )
 
 // audit: `dpproxy audit [list|budgets|verify|sign|keygen] [flags]`. With no
@@ -47,53 +48,42 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	if sub == "keygen" {
 		return keygen(*keyOut, stdout)
 	}
-	if _, err := os.Stat(cf.ledgerPath()); err != nil {
-		return exitError{code: 1, err: fmt.Errorf("no ledger at %s: %w", cf.ledgerPath(), err)}
-	}
-	// Only sign writes (a signed head); every other subcommand reads the
-	// ledger read-only, whatever schema version wrote it, and leaves the
-	// file as it found it.
-	open := budget.OpenReadOnly
-	if sub == "sign" {
-		open = budget.Open
-	}
-	l, err := open(ctx, cf.ledgerPath())
-	if err != nil {
-		return tamperExit(err)
-	}
-	defer l.Close()
 	cat := catalog.Demo()
 	if cf.config != "" {
+		var err error
 		if cat, err = catalog.Load(cf.config); err != nil {
 			return err
 		}
 	}
+	// Only sign writes (a signed head); every other subcommand reads the
+	// ledger read-only, whatever schema version wrote it, and leaves it
+	// as it found it. The catalog's state section says where it is: the
+	// data directory's file, or a shared PostgreSQL database.
+	l, err := state.OpenLedger(ctx, cat.State, cf.dataDir, sub == "sign")
+	if err != nil {
+		if !cat.State.Shared() && errors.Is(err, os.ErrNotExist) {
+			return exitError{code: 1, err: err}
+		}
+		return tamperExit(err)
+	}
+	defer l.Close()
 	switch sub {
 	case "verify":
-		if err := l.Verify(ctx); err != nil {
-			return tamperExit(err)
-		}
-		entries, err := l.Entries(ctx, budget.Filter{})
-		if err != nil {
-			return tamperExit(err)
-		}
-		// Every charge within the limits in force when it was made.
-		if err := budget.CheckSpending(entries, engine.Limits(cat)); err != nil {
-			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %w", err)}
-		}
-		fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries, no charge over the limit in force\n", len(entries))
-		printSpaces(stdout, cat, entries)
 		pub, err := publicKey(*pubKey, cf, cat)
 		if err != nil {
 			return err
 		}
-		return verifySignedHeads(ctx, l, pub, *heads, stdout)
+		r, err := l.Report(ctx, engine.Limits(cat), pub, *heads)
+		if err != nil {
+			return tamperExit(err)
+		}
+		return printReport(ctx, stdout, r, cat, l.Ledger)
 	case "sign":
 		k := cf.keyPath(cat)
 		if k == "" {
 			return fmt.Errorf("audit sign: the catalog has no ledger.signing_key")
 		}
-		sh, err := signHead(ctx, l, k, *heads)
+		sh, err := signHead(ctx, l.Ledger, k, *heads)
 		if err != nil {
 			return tamperExit(err)
 		}
@@ -128,7 +118,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout)
 		fallthrough
 	case "budgets":
-		return printBudgets(ctx, stdout, l, cat)
+		return printBudgets(ctx, stdout, l.Ledger, cat)
 	}
 	return fmt.Errorf("audit: unknown subcommand %q (list, budgets, verify, sign, keygen)", sub)
 }
@@ -149,35 +139,41 @@ func tamperExit(err error) error {
 	return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", te.Seq, te.Reason)}
 }
 
-// verifySignedHeads checks every head in the signed-heads file against pub
-// and the ledger. Without a key there is nothing to check; without a file,
-// nothing was signed yet.
-func verifySignedHeads(ctx context.Context, l *budget.Ledger, pub ed25519.PublicKey, path string, stdout io.Writer) error {
-	if pub == nil {
-		return nil
+// printReport renders budget.Ledger.Report, the one implementation of an
+// audit's checks (the console shows the same Report): the chain, the
+// charges against the limits in force, then the signed heads. A finding is
+// exit status 3 naming the entry.
+func printReport(ctx context.Context, stdout io.Writer, r budget.Report, cat *catalog.Catalog, l *budget.Ledger) error {
+	failed := func(seq int64, problem string) error {
+		if seq == 0 {
+			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %s", problem)}
+		}
+		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", seq, problem)}
 	}
-	hs, err := budget.ReadSignedHeads(path)
-	if errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(stdout, "no signed heads at %s (key %s)\n", path, budget.EncodePublicKey(pub))
-		return nil
+	if !r.ChainIntact || !r.WithinLimits {
+		return failed(r.BadSeq, r.Problem)
 	}
+	fmt.Fprintf(stdout, "ledger OK: %d entries, hash chain intact, budgets recomputed from entries, no charge over the limit in force\n", r.Entries)
+	entries, err := l.Entries(ctx, budget.Filter{})
 	if err != nil {
-		return exitError{code: 3, err: err}
+		return err
 	}
-	for i, h := range hs {
-		if !budget.VerifyHeadSignature(pub, h.Head, h.Sig) {
-			return exitError{code: 3, err: fmt.Errorf("signed head %d of %s (%s): the signature does not verify with key %s", i+1, path, h.Head, budget.EncodePublicKey(pub))}
-		}
-		if err := l.CheckHead(ctx, h.Head); err != nil {
-			return tamperExit(err)
-		}
+	printSpaces(stdout, cat, entries)
+	h := r.Heads
+	switch {
+	case h == nil:
+		return nil // no public key: nothing signed to check
+	case !h.OK && h.BadSeq != 0:
+		return failed(h.BadSeq, h.Problem) // the ledger lacks what a head signed
+	case !h.OK:
+		return failed(0, fmt.Sprintf("signed heads in %s, key %s: %s", h.File, h.PublicKey, h.Problem))
+	case !h.Found:
+		fmt.Fprintf(stdout, "no signed heads at %s (key %s)\n", h.File, h.PublicKey)
+	case h.Checked == 0:
+		fmt.Fprintf(stdout, "no signed heads in %s\n", h.File)
+	default:
+		fmt.Fprintf(stdout, "signed heads OK: %d checked with key %s; the latest, %s, is held by the ledger\n", h.Checked, h.PublicKey, h.Latest)
 	}
-	if len(hs) == 0 {
-		fmt.Fprintf(stdout, "no signed heads in %s\n", path)
-		return nil
-	}
-	fmt.Fprintf(stdout, "signed heads OK: %d checked with key %s; the latest, %s, is held by the ledger\n",
-		len(hs), budget.EncodePublicKey(pub), hs[len(hs)-1].Head)
 	return nil
 }
 

@@ -155,7 +155,7 @@ func TestAuditSignAndVerifyCLI(t *testing.T) {
 	}
 	// Another key does not verify the head.
 	code, out, errOut = dpproxyCmd("audit", "verify", "--data-dir", dir, "--public-key", strings.Repeat("ab", 32))
-	if code != 3 || !strings.Contains(errOut, "signed head 1 of") || !strings.Contains(errOut, "does not verify") {
+	if code != 3 || !strings.Contains(errOut, "signed head 1 (") || !strings.Contains(errOut, "does not verify") {
 		t.Fatalf("verify with another key: exit %d\n%s%s", code, out, errOut)
 	}
 	// A consistent rollback (tail removed, head and aggregate rewritten)

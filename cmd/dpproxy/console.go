@@ -9,13 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/console"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/state"
 )
 
 // defaultConsoleAddr is where the embedded demo serves the web console, and
@@ -72,14 +71,12 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	if _, err := os.Stat(cf.ledgerPath()); err != nil {
-		return fmt.Errorf("no ledger at %s: %w", cf.ledgerPath(), err)
-	}
-	l, err := budget.OpenReadOnly(ctx, cf.ledgerPath())
+	sl, err := state.OpenLedger(ctx, cat.State, cf.dataDir, false)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer sl.Close()
+	l := sl.Ledger
 	tlsConfig, err := cf.tlsConfig(cat)
 	if err != nil {
 		return err
@@ -92,7 +89,7 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "dpproxy console on %s (ledger %s, read-only)\n", url, cf.ledgerPath())
+	fmt.Fprintf(stdout, "dpproxy console on %s (ledger %s, read-only)\n", url, sl.Where)
 	if cf.config == "" {
 		fmt.Fprintln(stdout, "log in as auditor/auditor (everything) or analyst/analyst (own budget)")
 	}

@@ -42,6 +42,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	case "reload":
 		err = reloadCmd(rest, stdout)
+	case "state":
+		err = stateCmd(ctx, rest, stdout, stderr)
 	case "profile-units":
 		err = profileUnits(ctx, rest, stdout)
 	case "help", "-h", "--help":
@@ -83,6 +85,8 @@ commands:
            (and signed heads), 'audit sign' signs the ledger head, 'audit keygen' makes a signing key
   console  serve the read-only web console over a ledger, without a proxy:
            'console --data-dir DIR [--config FILE] [--http ADDR]' (serve has it too: --http ADDR)
+  state    'state migrate --config FILE --data-dir DIR' copies a data directory's ledger, answers,
+           measurements and unit-hash key into the PostgreSQL database of the catalog's state section
   reload   make the running proxy re-read its catalog's budgets (or send it SIGHUP)
   profile-units  the data owner's exact distribution of rows per privacy unit, to choose max_rows
            ('profile-units --config FILE --data-dir DIR [--table T [--column C]]'); exact data: an

@@ -19,6 +19,7 @@ import (
 	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/mysqlfront"
 	"github.com/dpproxy/dpproxy/sources"
+	"github.com/dpproxy/dpproxy/state"
 )
 
 // commonFlags are shared by serve and audit.
@@ -80,6 +81,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	host, port := splitHostPort(p.front.Addr().String())
 	fmt.Fprintf(stdout, "dpproxy is serving database %q on %s (data: %s)\n", p.cat.Database, p.front.Addr(), cf.dataDir)
+	if p.cat.State.Shared() {
+		fmt.Fprintf(stdout, "state (ledger, answers, measurements) shared in %s\n", p.state.Where)
+	}
 	if cf.config == "" {
 		fmt.Fprintf(stdout, "connect with:\n  mysql -h %s -P %s -u analyst -panalyst %s\n", host, port, p.cat.Database)
 		fmt.Fprintf(stdout, "then try:\n  SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40;\n")
@@ -122,8 +126,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // proxy is a running dpproxy: catalog, ledger, sources, engine and front.
 type proxy struct {
 	cat     *catalog.Catalog
-	ledger  *budget.Ledger
-	answers *answers.Store // released answers, for free repeats across restarts
+	state   *state.Store   // where the ledger, answers and measurements are kept
+	ledger  *budget.Ledger // state.Ledger
+	answers *answers.Store // released answers, for free repeats across restarts and proxies
 	measure *measure.Store // released measurements, for answers derived from them
 	hist    *sources.Set
 	live    *engine.Live // the engine; reloads swap its catalog
@@ -137,18 +142,11 @@ func start(ctx context.Context, cf commonFlags, listen string, log *slog.Logger)
 		return nil, err
 	}
 	p := &proxy{cat: cat}
-	if p.ledger, err = budget.Open(ctx, cf.ledgerPath()); err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	if p.answers, err = answers.Open(ctx, filepath.Join(cf.dataDir, "answers.sqlite")); err != nil {
-		p.Close()
+	if p.state, err = state.Open(ctx, cat.State, cf.dataDir, cat.Cache.MeasurementBytes()); err != nil {
 		return nil, err
 	}
-	if p.measure, err = measure.Open(ctx, filepath.Join(cf.dataDir, "measurements.sqlite"), cat.Cache.MeasurementBytes()); err != nil {
-		p.Close()
-		return nil, err
-	}
-	if p.hist, err = sources.Open(ctx, cat, sources.Options{DataDir: cf.dataDir, Logger: log}); err != nil {
+	p.ledger, p.answers, p.measure = p.state.Ledger, p.state.Answers, p.state.Measurements
+	if p.hist, err = sources.Open(ctx, cat, sources.Options{DataDir: cf.dataDir, UnitKey: p.state.UnitKey, Logger: log}); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -210,14 +208,8 @@ func (p *proxy) Close() {
 	if p.hist != nil {
 		p.hist.Close()
 	}
-	if p.answers != nil {
-		p.answers.Close()
-	}
-	if p.measure != nil {
-		p.measure.Close()
-	}
-	if p.ledger != nil {
-		p.ledger.Close()
+	if p.state != nil {
+		p.state.Close()
 	}
 }
 

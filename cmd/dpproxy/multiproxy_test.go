@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/internal/testdb"
+	"github.com/dpproxy/dpproxy/state"
+)
+
+// stateDatabase creates an empty PostgreSQL database for one test's shared
+// state and returns its DSN.
+func stateDatabase(t *testing.T, srv *testdb.Server, name string) string {
+	t.Helper()
+	if err := srv.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable", testdb.PostgresPassword, srv.Port, name)
+}
+
+// sharedStateCatalog is the dashboard's catalog with its state in the
+// PostgreSQL database DPPROXY_STATE_DSN names, and a second table over the
+// same rows whose small budget the budget race exhausts (reuse off, so
+// that every distinct statement is measured and charged).
+func sharedStateCatalog(t *testing.T, dir string) string {
+	small := `  small:
+    source_table: visits
+    budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    reuse_measurements: false
+    columns:
+      age: {type: integer, min: 17, max: 90}
+`
+	yaml := strings.Replace(dashCatalog(t, dir), "users:\n", small+"users:\n", 1)
+	return yaml + "state: {driver: postgres, dsn_env: DPPROXY_STATE_DSN}\n"
+}
+
+// proxyFleet is n dpproxy processes, each with its own data directory (as
+// on its own host), sharing the state database.
+type proxyFleet struct {
+	procs []*child
+	cfg   string
+	dirs  []string
+}
+
+func startFleet(t *testing.T, n int, dsn string) *proxyFleet {
+	t.Helper()
+	dir := t.TempDir()
+	f := &proxyFleet{cfg: writeCatalog(t, dir, sharedStateCatalog(t, dir))}
+	if _, err := catalog.Load(f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	bin := dpproxyBinary(t)
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("host%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", d, "--config", f.cfg, "--http", "off")
+		cmd.Env = append(os.Environ(), "DPPROXY_STATE_DSN="+dsn)
+		f.procs = append(f.procs, startChildCmd(t, cmd))
+		f.dirs = append(f.dirs, d)
+	}
+	return f
+}
+
+// sharedLedger opens the shared ledger read-only, as audit does.
+func sharedLedger(t *testing.T, cfg string) []budget.Entry {
+	t.Helper()
+	cat, err := catalog.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := state.OpenLedger(context.Background(), cat.State, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	es, err := l.Entries(context.Background(), budget.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// Issue 23 item 4: three proxy processes on one PostgreSQL state.
+//
+//	CI=true go test -run TestThreeProxiesShareState -v ./cmd/dpproxy
+func TestThreeProxiesShareState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	srv := pgServer.Get(t)
+	dsn := stateDatabase(t, srv, "dpstate_fleet")
+	t.Setenv("DPPROXY_STATE_DSN", dsn) // for the in-process audit and ledger reads
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, 3, dsn)
+
+	t.Run("dashboard", func(t *testing.T) {
+		// 64 connections spread across the three proxies, the whole
+		// dashboard on each at once: one charge per distinct batch, and
+		// one answer per query everywhere.
+		var conns []*sql.Conn
+		for i, p := range f.procs {
+			conns = append(conns, openConns(t, ctx, p.addr, []int{22, 21, 21}[i])...)
+		}
+		got := runDashboard(t, ctx, conns)
+		for _, c := range conns {
+			c.Close()
+		}
+		n := checkDashboard(t, got, sharedLedger(t, f.cfg))
+		t.Logf("three proxies, %d connections × %d queries: %d charges", len(conns), len(dashboardMix), n)
+	})
+
+	t.Run("budget race", func(t *testing.T) {
+		// Every proxy races distinct statements on the small table
+		// (ε 0.1 each against a budget of 1) until refused: at most ten
+		// charges, and the spend never passes the budget.
+		var answered, refused atomic.Int64
+		var wg sync.WaitGroup
+		for i, p := range f.procs {
+			conns := openConns(t, ctx, p.addr, 4)
+			for c, conn := range conns {
+				wg.Go(func() {
+					for k := range 8 {
+						q := fmt.Sprintf("SELECT COUNT(*) FROM small WHERE age >= %d", 18+i*32+c*8+k)
+						_, err := render(ctx, conn, q)
+						var me *mysql.MySQLError
+						switch {
+						case err == nil:
+							answered.Add(1)
+						case errors.As(err, &me) && me.Number == 3901:
+							refused.Add(1)
+						default:
+							t.Errorf("%s: %v", q, err)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		var spent float64
+		charges := 0
+		for _, e := range sharedLedger(t, f.cfg) {
+			if e.Kind == budget.KindCharge && len(e.Tables) == 1 && e.Tables[0] == "small" {
+				spent += e.Cost.Epsilon
+				charges++
+			}
+		}
+		if spent > 1+1e-9 || charges > 10 {
+			t.Fatalf("overspent: %d charges, ε %.12g against a budget of 1", charges, spent)
+		}
+		if int64(charges) != answered.Load() || refused.Load() == 0 {
+			t.Fatalf("%d answered, %d refused, %d charges", answered.Load(), refused.Load(), charges)
+		}
+		t.Logf("budget race over three proxies: %d answered, %d refused, ε spent %.4g of 1", answered.Load(), refused.Load(), spent)
+	})
+
+	t.Run("SIGKILL under load", func(t *testing.T) {
+		// Load on every proxy (distinct statements on the dashboard's
+		// table, so each answered one is a fresh measurement), one proxy
+		// killed in the middle: the ledger verifies and every answer a
+		// client received has its charge.
+		before := 0
+		for _, e := range sharedLedger(t, f.cfg) {
+			if e.Kind == budget.KindCharge {
+				before++
+			}
+		}
+		var answered atomic.Int64
+		var seq atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, p := range f.procs {
+			for _, conn := range openConns(t, ctx, p.addr, 4) {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						k := seq.Add(1)
+						q := fmt.Sprintf("SELECT COUNT(*) FROM visits WHERE age >= %d AND hours <= %d", 17+k%70, 1+k/70)
+						if _, err := render(ctx, conn, q); err == nil {
+							answered.Add(1)
+						} else if p != f.procs[1] {
+							t.Errorf("%s: %v", q, err)
+						} else {
+							return // the killed proxy's connections
+						}
+					}
+				})
+			}
+		}
+		time.Sleep(time.Second)
+		f.procs[1].kill()
+		time.Sleep(time.Second)
+		close(stop)
+		wg.Wait()
+		es := sharedLedger(t, f.cfg)
+		after := 0
+		for _, e := range es {
+			if e.Kind == budget.KindCharge {
+				after++
+			}
+		}
+		// Distinct statements: each released answer is a charge of its
+		// own, or the reuse of measurements already charged (derived).
+		// A killed proxy may have charged a batch it never released
+		// (conservative), never the other way round.
+		derived := 0
+		for _, e := range es {
+			if e.Kind == budget.KindDerived {
+				derived++
+			}
+		}
+		if int64(after-before+derived) < answered.Load() {
+			t.Fatalf("%d answers released, %d charges and %d derived answers recorded", answered.Load(), after-before, derived)
+		}
+		if code, out, errOut := dpproxyCmd("audit", "verify", "--data-dir", f.dirs[0], "--config", f.cfg); code != 0 {
+			t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+		}
+		t.Logf("SIGKILL under load: %d answers, %d charges, %d derived; audit verify passes", answered.Load(), after-before, derived)
+	})
+
+	for i, p := range f.procs {
+		if i != 1 {
+			p.stop()
+		}
+	}
+}
