@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,60 @@ func TestThreeProxiesShareState(t *testing.T) {
 		if i != 1 {
 			p.stop()
 		}
+	}
+}
+
+// `dpproxy state migrate` moves a proxy's SQLite data directory into
+// PostgreSQL: a proxy started on the copy re-releases the stored answer
+// of a batch asked before the move for free, and extends the same chain.
+func TestStateMigrateCommand(t *testing.T) {
+	srv := pgServer.Get(t)
+	dsn := stateDatabase(t, srv, "dpstate_migrate_cmd")
+	t.Setenv("DPPROXY_STATE_DSN", dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	yaml := dashCatalog(t, dir)
+	q := dashboardMix[1]
+	ask := func(cf commonFlags) (string, []budget.Entry) {
+		t.Helper()
+		p, err := start(ctx, cf, "127.0.0.1:0", newLogger(io.Discard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go p.front.Start()
+		defer p.Close()
+		conn := openConns(t, ctx, p.front.Addr().String(), 1)[0]
+		defer conn.Close()
+		got, err := render(ctx, conn, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, entries(t, p)
+	}
+	before, es := ask(commonFlags{dataDir: dir, config: writeCatalog(t, dir, yaml)})
+	charged := len(charges(es))
+	shared := writeCatalog(t, t.TempDir(), yaml+"state: {driver: postgres, dsn_env: DPPROXY_STATE_DSN}\n")
+	code, out, errOut := dpproxyCmd("state", "migrate", "--config", shared, "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d ledger entries", len(es))) {
+		t.Fatalf("state migrate: exit %d\n%s%s", code, out, errOut)
+	}
+	after, es2 := ask(commonFlags{dataDir: t.TempDir(), config: shared})
+	if after != before {
+		t.Fatalf("after the move %q, before %q", after, before)
+	}
+	if n := len(charges(es2)); n < charged || es2[len(es)-1].Hash != es[len(es)-1].Hash {
+		t.Fatalf("the moved ledger does not extend the old chain: %d entries, %d charges", len(es2), n)
+	}
+	for _, e := range es2[len(es):] {
+		if e.Kind == budget.KindCharge {
+			t.Fatalf("the repeat was charged again after the move: %+v", e)
+		}
+	}
+	if code, out, errOut := dpproxyCmd("audit", "verify", "--config", shared, "--data-dir", t.TempDir()); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := dpproxyCmd("state", "migrate", "--data-dir", dir); code != 2 || !strings.Contains(errOut, "--config is required") {
+		t.Fatalf("without --config: exit %d %s", code, errOut)
 	}
 }
