@@ -327,3 +327,6 @@ func TestMigrate(t *testing.T) {
 		t.Fatal("migrated a missing file")
 	}
 }
+
+// FreshDSN is pgDSN for the engine test (package answers_test).
+func FreshDSN(t *testing.T) string { return pgDSN(t) }
