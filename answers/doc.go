@@ -45,7 +45,10 @@
 // back, so the first answer stored is the one every proxy releases.
 //
 // A proxy that dies, or whose connection to PostgreSQL breaks, loses its
-// connection, and PostgreSQL drops its locks at once. Killed between its
+// connection, and PostgreSQL drops its locks at once (within about half a
+// minute when its host vanishes without closing the connection: the claim
+// connection's TCP keepalives). A server's idle_session_timeout, if set,
+// must outlast the longest measurement, or it drops live claims too. Killed between its
 // charge and its Put, it leaves its charge (whole: the ledger has no half
 // charge; conservative) and no answer, and the next claimant measures and
 // charges anew. If only the connection broke and the proxy lived on to

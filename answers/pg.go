@@ -26,6 +26,16 @@ const lockNamespace = "dpproxy answers"
 // releases the lock as surely.
 const unlockTimeout = 10 * time.Second
 
+// keepaliveAndLock tries the lock, and first sets the session's TCP
+// keepalives (15 s idle, then 3 probes 5 s apart), so that when the host
+// of a claim's owner vanishes without closing its connection (power lost,
+// network cut) PostgreSQL notices within about half a minute and drops the
+// lock, rather than after the operating system's default of hours. The
+// settings stay with the pooled connection, where they do no harm; over a
+// Unix socket they are ignored.
+const keepaliveAndLock = `SELECT set_config('tcp_keepalives_idle', '15', false), set_config('tcp_keepalives_interval', '5', false),
+	set_config('tcp_keepalives_count', '3', false), pg_try_advisory_lock(?)`
+
 // pgClaims bounds the connections claims pin. Each claim holds one pooled
 // connection from Claim until Put or Release, while its owner measures,
 // which itself needs connections of the same pool (ledger, measurements):
@@ -92,7 +102,8 @@ func (s *Store) claimPG(ctx context.Context, key string) (stored []byte, claimed
 	}
 	l := &pgLock{conn: conn, id: statedb.LockKey(lockNamespace, key), free: func() { <-s.pg.slots }, log: s.log}
 	var got bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(?)", l.id).Scan(&got); err != nil {
+	var idle, interval, count string
+	if err := conn.QueryRowContext(ctx, keepaliveAndLock, l.id).Scan(&idle, &interval, &count, &got); err != nil {
 		l.drop() // the lock may have been taken before the error
 		return nil, false, fmt.Errorf("answers: claim: %w", err)
 	}

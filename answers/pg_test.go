@@ -99,6 +99,10 @@ func TestPGClaimIsExclusive(t *testing.T) {
 	if stored, claimed, err := b.Claim(ctx, "k"); err != nil || claimed || stored != nil {
 		t.Fatalf("b while a holds the claim: %q %v %v", stored, claimed, err)
 	}
+	var idle string
+	if err := a.claims["k"].lock.conn.QueryRowContext(ctx, "SHOW tcp_keepalives_idle").Scan(&idle); err != nil || (idle != "15" && idle != "15s") {
+		t.Fatalf("the claim's keepalive: %q %v", idle, err)
+	}
 	if stored, claimed, err := a.Claim(ctx, "k"); err != nil || claimed || stored != nil {
 		t.Fatalf("a again while it holds the claim: %q %v %v", stored, claimed, err)
 	}
