@@ -334,3 +334,57 @@ func TestMigrate(t *testing.T) {
 
 // FreshDSN is pgDSN for the engine test (package answers_test).
 func FreshDSN(t *testing.T) string { return pgDSN(t) }
+
+// BenchmarkPGClaimPut times what a fresh batch adds on PostgreSQL (Get,
+// Claim with its lock, Put with its unlock) and what a repeat costs (Get),
+// against the same on a SQLite file.
+//
+//	CI=true go test -run '^$' -bench PGClaimPut ./answers
+func BenchmarkPGClaimPut(b *testing.B) {
+	ctx := context.Background()
+	dsn, err := pg.Get(b).FreshPostgresDB(ctx, "answers")
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := statedb.OpenPostgres(ctx, dsn, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	pgs, err := OpenDB(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pgs.Close()
+	lite, err := Open(ctx, filepath.Join(b.TempDir(), "answers.sqlite"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lite.Close()
+	answer := make([]byte, 2048)
+	for _, tc := range []struct {
+		name string
+		s    *Store
+	}{{"postgres", pgs}, {"sqlite", lite}} {
+		b.Run(tc.name+"/claim-put", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				key := fmt.Sprint("k", i)
+				i++
+				if _, claimed, err := tc.s.Claim(ctx, key); err != nil || !claimed {
+					b.Fatalf("claim: %v %v", claimed, err)
+				}
+				if _, err := tc.s.Put(ctx, key, answer); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/get", func(b *testing.B) {
+			for b.Loop() {
+				if _, ok, err := tc.s.Get(ctx, "k0"); err != nil || !ok {
+					b.Fatalf("get: %v %v", ok, err)
+				}
+			}
+		})
+	}
+}
