@@ -8,14 +8,22 @@ import (
 	"time"
 )
 
-// claim is a key this Store answers: its lease is renewed until Put or
-// Release ends it.
+// claim is a key this Store answers until Put or Release ends it. On
+// SQLite its lease is renewed meanwhile (stop, done); on PostgreSQL it is
+// an advisory lock held by a connection of its own (lock).
 type claim struct {
 	stop chan struct{}
 	done chan struct{}
+	lock *pgLock
 }
 
+// end stops holding the key: the lease stops being renewed, or the
+// advisory lock is released.
 func (c *claim) end() {
+	if c.lock != nil {
+		c.lock.unlock()
+		return
+	}
 	close(c.stop)
 	<-c.done
 }
@@ -29,6 +37,9 @@ func (s *Store) Claim(ctx context.Context, key string) (stored []byte, claimed b
 	// A read first: waiters poll here without taking the write lock.
 	if stored, ok, err := s.Get(ctx, key); err != nil || ok {
 		return stored, false, err
+	}
+	if s.pg != nil {
+		return s.claimPG(ctx, key)
 	}
 	if owner, expires, ok, err := s.pendingOf(ctx, s.db, key); err != nil {
 		return nil, false, err
@@ -79,7 +90,9 @@ func (s *Store) Claim(ctx context.Context, key string) (stored []byte, claimed b
 // claimant may take the key at once.
 func (s *Store) Release(ctx context.Context, key string) {
 	s.endClaim(key)
-	s.deleteClaim(key)
+	if s.pg == nil {
+		s.deleteClaim(key)
+	}
 }
 
 func (s *Store) deleteClaim(key string) {
@@ -91,13 +104,19 @@ func (s *Store) deleteClaim(key string) {
 }
 
 func (s *Store) endClaim(key string) {
-	s.mu.Lock()
-	c := s.claims[key]
-	delete(s.claims, key)
-	s.mu.Unlock()
-	if c != nil {
+	if c := s.takeClaim(key); c != nil {
 		c.end()
 	}
+}
+
+// takeClaim removes this Store's claim on key from its claims, and returns
+// it (nil if there is none) for the caller to end.
+func (s *Store) takeClaim(key string) *claim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[key]
+	delete(s.claims, key)
+	return c
 }
 
 // held reports whether a pending row still holds key against this Store:

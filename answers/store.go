@@ -18,16 +18,22 @@ import (
 
 // Store is a persistent map from batch keys to released answers, with
 // claims on keys being answered. It is safe for concurrent use, and
-// several processes may share one file.
+// several processes may share one SQLite file (Open) or one PostgreSQL
+// database (OpenDB).
 type Store struct {
-	// db reads, and writes claims (synchronous=NORMAL: a claim lost in a
-	// power failure costs at most a second measurement, whose answer Put
-	// reconciles). wdb writes answers (synchronous=FULL: durable before
-	// release).
+	// db reads, and writes claims (SQLite: synchronous=NORMAL, a claim
+	// lost in a power failure costs at most a second measurement, whose
+	// answer Put reconciles). wdb writes answers (SQLite:
+	// synchronous=FULL, durable before release). On PostgreSQL both are
+	// the one pool the caller opened.
 	db, wdb *sql.DB
-	owner   string
-	lock    *ownerLock // liveness of this Store for other processes
-	log     *slog.Logger
+	// SQLite only: this Store's name in the pending table, and its
+	// liveness for other processes.
+	owner string
+	lock  *ownerLock
+	// pg holds the claims' connections on PostgreSQL; nil on SQLite.
+	pg  *pgClaims
+	log *slog.Logger
 
 	mu     sync.Mutex
 	claims map[string]*claim // keys this Store has claimed and not yet Put or Released
@@ -38,12 +44,17 @@ type Store struct {
 // every leaseTTL/3 while it works.
 const leaseTTL = 30 * time.Second
 
-const schema = `
+// answersTable is the stored answers' table, %s the byte string type.
+const answersTable = `
 CREATE TABLE IF NOT EXISTS answers (
 	key      TEXT PRIMARY KEY,
-	results  BLOB NOT NULL,
+	results  %s NOT NULL,
 	released TEXT NOT NULL
-);
+);`
+
+// schema is the SQLite file's: the answers, and the claims (pending),
+// which on PostgreSQL are advisory locks instead (pg.go).
+var schema = fmt.Sprintf(answersTable, "BLOB") + `
 CREATE TABLE IF NOT EXISTS pending (
 	key     TEXT PRIMARY KEY,
 	owner   TEXT NOT NULL,
@@ -83,7 +94,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 // Close ends this Store's claims (others may take their keys at once) and
-// closes the file.
+// closes the file. A Store opened with OpenDB leaves the database open:
+// its opener closes it.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -92,6 +104,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	for _, c := range claims {
 		c.end()
+	}
+	if s.pg != nil {
+		return nil
 	}
 	_, err := s.db.Exec("DELETE FROM pending WHERE owner = ?", s.owner)
 	return errors.Join(err, s.db.Close(), s.wdb.Close(), s.lock.close())
@@ -112,10 +127,15 @@ func (s *Store) Get(ctx context.Context, key string) (results []byte, ok bool, e
 // Put stores results under key unless an answer is already stored there,
 // ends this Store's claim on key if it has one, and returns the answer
 // stored under key — the first one stored, whichever process stored it,
-// which is the one to release. It is durable (synchronous=FULL) when Put
-// returns.
+// which is the one to release. It is durable (SQLite: synchronous=FULL) when
+// Put returns.
+//
+// The claim ends after the answer is committed (or Put has failed), so
+// that on PostgreSQL whoever takes the key's lock next finds the answer.
 func (s *Store) Put(ctx context.Context, key string, results []byte) (stored []byte, err error) {
-	s.endClaim(key)
+	if c := s.takeClaim(key); c != nil {
+		defer c.end()
+	}
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("answers: put: %w", err)
@@ -125,8 +145,10 @@ func (s *Store) Put(ctx context.Context, key string, results []byte) (stored []b
 		key, results, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		return nil, fmt.Errorf("answers: put: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM pending WHERE key = ? AND owner = ?", key, s.owner); err != nil {
-		return nil, fmt.Errorf("answers: put: %w", err)
+	if s.pg == nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM pending WHERE key = ? AND owner = ?", key, s.owner); err != nil {
+			return nil, fmt.Errorf("answers: put: %w", err)
+		}
 	}
 	if err := tx.QueryRowContext(ctx, "SELECT results FROM answers WHERE key = ?", key).Scan(&stored); err != nil {
 		return nil, fmt.Errorf("answers: put: %w", err)

@@ -12,9 +12,13 @@ import (
 	"testing"
 )
 
-// TestMain runs a claiming helper process when ANSWERS_HELPER_PATH is set
-// (see TestClaimOfAKilledOwner).
+// TestMain runs a claiming helper process when ANSWERS_HELPER_PATH or
+// ANSWERS_HELPER_DSN is set (see TestClaimOfAKilledOwner and
+// TestPGClaimOfAKilledProcess).
 func TestMain(m *testing.M) {
+	if dsn := os.Getenv("ANSWERS_HELPER_DSN"); dsn != "" {
+		pgHelper(dsn)
+	}
 	if path := os.Getenv("ANSWERS_HELPER_PATH"); path != "" {
 		s, err := Open(context.Background(), path)
 		if err != nil {
@@ -26,7 +30,9 @@ func TestMain(m *testing.M) {
 		os.Stdout.WriteString("claimed\n")
 		select {} // until killed
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pg.Stop()
+	os.Exit(code)
 }
 
 func openStore(t *testing.T, path string) *Store {

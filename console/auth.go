@@ -31,7 +31,10 @@ import (
 // an HttpOnly, SameSite=Strict cookie (Secure over HTTPS). Forms that act
 // (login, logout, EXPLAIN) carry a CSRF token: the login form's is
 // double-submitted (a cookie and a field that must match), the others' is
-// the session's own. Sessions live in memory: a restart logs everyone out.
+// the session's own. Sessions live in memory, where a restart logs
+// everyone out, or in the shared state database (Config.SessionDB,
+// sessions.go), where they survive restarts and every console behind a
+// load balancer knows them.
 //
 // Cross-origin requests: every request that is not GET, HEAD or OPTIONS
 // passes net/http's CrossOriginProtection first (crossOrigin), which
@@ -93,7 +96,11 @@ func (s *Server) authenticate(r *http.Request) *viewer {
 	if err != nil {
 		return nil
 	}
-	sess, ok := s.sessions.get(c.Value)
+	sess, ok, err := s.sessions.Get(r.Context(), c.Value)
+	if err != nil {
+		s.log.Warn("console session not read", "err", err)
+		return nil
+	}
 	if !ok || cat.User(sess.user) == nil {
 		return nil
 	}
@@ -231,7 +238,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A new token at every login: a token planted before cannot be used.
-	tok := s.sessions.start(user)
+	tok, err := s.sessions.Start(r.Context(), user)
+	if err != nil {
+		s.log.Error("console session not started", "user", user, "err", err)
+		tok := randomToken()
+		http.SetCookie(w, s.cookie(csrfCookie, tok, 3600))
+		s.render(w, r, http.StatusServiceUnavailable, "login", nil, loginData{CSRF: tok, Next: next, User: user,
+			Error: "Sessions are unavailable just now; try again shortly."})
+		return
+	}
 	http.SetCookie(w, s.cookie(sessionCookie, tok, int(s.cfg.SessionTTL/time.Second)))
 	http.SetCookie(w, s.cookie(csrfCookie, "", -1))
 	s.log.Info("console login", "user", user, "remote", r.RemoteAddr)
@@ -240,7 +255,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *viewer) {
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		s.sessions.end(c.Value)
+		if err := s.sessions.End(r.Context(), c.Value); err != nil {
+			s.log.Warn("console session not ended", "user", v.Name, "err", err)
+		}
 	}
 	http.SetCookie(w, s.cookie(sessionCookie, "", -1))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -253,58 +270,6 @@ func safeNext(next string) string {
 		return "/"
 	}
 	return next
-}
-
-// sessions are the browser sessions, by token.
-type sessions struct {
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]session
-}
-
-type session struct {
-	user    string
-	csrf    string
-	expires time.Time
-}
-
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{ttl: ttl, now: now, m: map[string]session{}}
-}
-
-func (ss *sessions) start(user string) string {
-	tok := randomToken()
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	for k, v := range ss.m { // drop expired sessions now and then
-		if now.After(v.expires) {
-			delete(ss.m, k)
-		}
-	}
-	ss.m[tok] = session{user: user, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	return tok
-}
-
-func (ss *sessions) get(tok string) (session, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	v, ok := ss.m[tok]
-	if !ok {
-		return session{}, false
-	}
-	if ss.now().After(v.expires) {
-		delete(ss.m, tok)
-		return session{}, false
-	}
-	return v, true
-}
-
-func (ss *sessions) end(tok string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, tok)
 }
 
 // failures counts failed logins per client address, to slow down password

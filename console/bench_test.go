@@ -68,9 +68,11 @@ var bigLedger = sync.OnceValues(func() (string, error) {
 	return path, nil
 })
 
-// TestMain removes the benchmarks' ledger.
+// TestMain removes the benchmarks' ledger, and stops the PostgreSQL of the
+// shared-session tests if they started one.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pg.Stop()
 	if filledLedger {
 		if path, err := bigLedger(); err == nil {
 			os.RemoveAll(filepath.Dir(path))

@@ -18,6 +18,7 @@
 //
 //	server.go   Config, Server, routes, security headers, Serve (HTTP or HTTPS)
 //	auth.go     passwords, HTTP Basic, browser sessions, CSRF
+//	sessions.go where sessions live: memory, or the shared state database
 //	data.go     the data behind pages and API, with the access rule applied
 //	api.go      the JSON endpoints
 //	pages.go    the HTML pages (templates/, static/, embedded)

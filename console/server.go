@@ -14,6 +14,7 @@ import (
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
 // Ledger is what the console reads from the privacy ledger. It has no
@@ -55,7 +56,12 @@ type Config struct {
 	TLS *tls.Config
 	// SessionTTL is how long a browser session lasts (default 8h).
 	SessionTTL time.Duration
-	Logger     *slog.Logger
+	// SessionDB, when set, keeps browser sessions in this state database
+	// (table console_sessions, created on first use), shared by every
+	// console pointed at it: a login survives restarts and holds on each
+	// console behind a load balancer. nil keeps them in memory.
+	SessionDB *statedb.DB
+	Logger    *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -65,7 +71,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
-	sessions *sessions
+	sessions sessionStore
 	failures *failures
 	series   *seriesCache
 	handler  http.Handler // the routes behind the cross-origin check
@@ -92,11 +98,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sessions sessionStore = newSessions(cfg.SessionTTL, now)
+	if cfg.SessionDB != nil {
+		sessions = newSQLSessions(cfg.SessionDB, cfg.SessionTTL, now)
+	}
 	s := &Server{
 		cfg:      cfg,
 		log:      log.With("component", "console"),
 		now:      now,
-		sessions: newSessions(cfg.SessionTTL, now),
+		sessions: sessions,
 		series:   newSeriesCache(),
 		failures: newFailures(now),
 		pages:    pg,

@@ -10,8 +10,9 @@
 // this package: it holds what was already released and paid for, keyed by
 // the ledger entry that paid (Measurement.LedgerSeq).
 //
-// The Store (store.go) is a SQLite file beside the ledger, bounded in
-// bytes: past the bound the oldest measurements are forgotten (later
+// The Store (store.go) is a SQLite file beside the ledger, or tables in the
+// PostgreSQL state database that several proxies share (OpenDB; Migrate
+// copies a SQLite file's into it), bounded in bytes: past the bound the oldest measurements are forgotten (later
 // answers then rely on the rest, or measure anew). A changed table
 // definition or data version starts afresh: Load returns only the
 // measurements of the key asked for.

@@ -25,16 +25,17 @@ import (
 // keySetVersions is how many data versions' key sets are kept per column.
 const keySetVersions = 4
 
+// keySchema is in the dialect's column types, as schema (store.go).
 const keySchema = `
 CREATE TABLE IF NOT EXISTS key_sets (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         %[1]s,
 	table_name TEXT NOT NULL,
 	def        TEXT NOT NULL,
 	column_name TEXT NOT NULL,
 	version    TEXT NOT NULL,
-	ledger_seq INTEGER NOT NULL,
+	ledger_seq %[2]s NOT NULL,
 	time       TEXT NOT NULL,
-	keys       BLOB NOT NULL,
+	keys       %[3]s NOT NULL,
 	UNIQUE (table_name, def, column_name, version)
 );`
 
@@ -82,6 +83,9 @@ func (s *Store) PutKeys(ctx context.Context, k KeySet) ([]string, error) {
 		return nil, fmt.Errorf("measure: put keys: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if err := s.lockWriters(ctx, tx); err != nil {
+		return nil, fmt.Errorf("measure: put keys: %w", err)
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO key_sets (table_name, def, column_name, version, ledger_seq, time, keys) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (table_name, def, column_name, version) DO NOTHING`,
 		k.Table, k.Def, k.Column, k.Version, k.LedgerSeq, time.Now().UTC().Format(time.RFC3339Nano), body); err != nil {

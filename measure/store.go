@@ -12,14 +12,19 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/cache"
 	"github.com/dpproxy/dpproxy/internal/sqlitefile"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
-// Store keeps measurements in a SQLite file, at most MaxBytes of encoded
-// measurements: Put forgets the oldest past the bound. It is safe for
-// concurrent use, and several processes may share one file.
+// Store keeps measurements in a SQLite file (Open) or a PostgreSQL state
+// database (OpenDB), at most MaxBytes of encoded measurements: Put forgets
+// the oldest past the bound. It is safe for concurrent use, and several
+// processes may share one file or database.
 type Store struct {
 	db       *sql.DB
 	maxBytes int64
+	// pg is set on PostgreSQL, whose database the Store does not own
+	// (Close leaves it open) and whose writers serialize (lockWriters).
+	pg bool
 
 	// cache keeps decoded measurements per key, so a batch reads only the
 	// measurements stored since the last; at most maxBytes of encodings
@@ -42,17 +47,63 @@ type cached struct {
 // DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
 const DefaultMaxBytes = 256 << 20
 
+// schema is the measurements' table and the key sets' (keys.go), in the
+// column types of a dialect: %[1]s an ever-increasing id, %[2]s a 64-bit
+// integer, %[3]s a byte string. Ids are never reused, in both dialects
+// (AUTOINCREMENT, an identity column), so Load reads new measurements as
+// those with an id past the last it read.
 const schema = `
 CREATE TABLE IF NOT EXISTS measurements (
-	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         %[1]s,
 	table_name TEXT NOT NULL,
 	def        TEXT NOT NULL,
 	version    TEXT NOT NULL,
-	ledger_seq INTEGER NOT NULL,
-	bytes      INTEGER NOT NULL,
-	body       BLOB NOT NULL
+	ledger_seq %[2]s NOT NULL,
+	bytes      %[2]s NOT NULL,
+	body       %[3]s NOT NULL
 );
 CREATE INDEX IF NOT EXISTS measurements_key ON measurements (table_name, def, version);`
+
+// schemaFor is schema and keySchema in the dialect's column types.
+func schemaFor(d statedb.Dialect) string {
+	if d == statedb.Postgres {
+		return fmt.Sprintf(schema+keySchema, "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BIGINT", "BYTEA")
+	}
+	return fmt.Sprintf(schema+keySchema, "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB")
+}
+
+// writersLock names the advisory lock that serializes the writers of a
+// PostgreSQL store, as BEGIN IMMEDIATE does a SQLite file's: then ids
+// are committed in increasing order, so a Load that has read up to id n
+// never misses a measurement with a smaller id committed later, and two
+// Puts never both forget the same oldest measurements to make room.
+var writersLock = statedb.LockKey("dpproxy measurements", "writers")
+
+// lockWriters takes the writers' lock in tx on PostgreSQL (until tx ends);
+// on SQLite, tx holds the file's write lock already.
+func (s *Store) lockWriters(ctx context.Context, tx *sql.Tx) error {
+	if !s.pg {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", writersLock)
+	return err
+}
+
+// OpenDB opens the store in the PostgreSQL state database db (creating
+// its tables if needed), which every proxy pointed at it shares. maxBytes
+// ≤ 0 means DefaultMaxBytes. Close leaves db open: its opener closes it.
+func OpenDB(ctx context.Context, db *statedb.DB, maxBytes int64) (*Store, error) {
+	if db.Dialect != statedb.Postgres {
+		return nil, fmt.Errorf("measure: open %s: OpenDB takes a PostgreSQL database; SQLite files open with Open", db.Where)
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if err := statedb.CreateSchema(ctx, db, "measurements", schemaFor(statedb.Postgres)); err != nil {
+		return nil, fmt.Errorf("measure: %w", err)
+	}
+	return &Store{db: db.DB, maxBytes: maxBytes, pg: true, cache: cache.New[string, *cached](min(maxBytes, maxCacheBytes))}, nil
+}
 
 // Open opens (creating if needed) the store at path; path "" keeps the
 // measurements in memory for the life of the Store. maxBytes ≤ 0 means
@@ -75,15 +126,21 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Store, error) {
 	if path == "" {
 		db.SetMaxOpenConns(1) // one in-memory database, not one per connection
 	}
-	if _, err := db.ExecContext(ctx, schema+keySchema); err != nil {
+	if _, err := db.ExecContext(ctx, schemaFor(statedb.SQLite)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("measure: open %s: %w", path, err)
 	}
 	return &Store{db: db, maxBytes: maxBytes, cache: cache.New[string, *cached](min(maxBytes, maxCacheBytes))}, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file; a Store opened with OpenDB leaves the database
+// open.
+func (s *Store) Close() error {
+	if s.pg {
+		return nil
+	}
+	return s.db.Close()
+}
 
 // Put stores ms (setting their IDs) and forgets the oldest measurements
 // while the store holds more than its bound. A measurement larger than the
@@ -93,7 +150,10 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 	if err != nil {
 		return fmt.Errorf("measure: put: %w", err)
 	}
-	defer tx.Rollback()             //nolint:errcheck // after Commit, a no-op
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if err := s.lockWriters(ctx, tx); err != nil {
+		return fmt.Errorf("measure: put: %w", err)
+	}
 	sizes := make([]int64, len(ms)) // each stored encoding's bytes
 	for i, m := range ms {
 		if err := m.Check(); err != nil {
@@ -111,39 +171,46 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 			continue
 		}
 		sizes[i] = int64(len(body))
-		res, err := tx.ExecContext(ctx, "INSERT INTO measurements (table_name, def, version, ledger_seq, bytes, body) VALUES (?, ?, ?, ?, ?, ?)",
-			m.Table, m.Def, m.Version, m.LedgerSeq, len(body), body)
-		if err != nil {
-			return fmt.Errorf("measure: put: %w", err)
-		}
-		if m.ID, err = res.LastInsertId(); err != nil {
+		// RETURNING, not LastInsertId, which pgx does not have.
+		if err := tx.QueryRowContext(ctx, "INSERT INTO measurements (table_name, def, version, ledger_seq, bytes, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+			m.Table, m.Def, m.Version, m.LedgerSeq, len(body), body).Scan(&m.ID); err != nil {
 			return fmt.Errorf("measure: put: %w", err)
 		}
 	}
-	// Forget the oldest past the bound.
-	var total int64
-	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(bytes), 0) FROM measurements").Scan(&total); err != nil {
-		return fmt.Errorf("measure: put: %w", err)
-	}
-	for total > s.maxBytes {
-		var id, n int64
-		if err := tx.QueryRowContext(ctx, "SELECT id, bytes FROM measurements ORDER BY id LIMIT 1").Scan(&id, &n); err != nil {
-			return fmt.Errorf("measure: put: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM measurements WHERE id = ?", id); err != nil {
-			return fmt.Errorf("measure: put: %w", err)
-		}
-		total -= n
+	if err := s.forgetOldest(ctx, tx, func(id int64) {
 		for _, m := range ms {
 			if m.ID == id {
 				m.ID = 0
 			}
 		}
+	}); err != nil {
+		return fmt.Errorf("measure: put: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("measure: put: %w", err)
 	}
 	s.remember(ctx, ms, sizes)
+	return nil
+}
+
+// forgetOldest deletes the oldest measurements while the store holds more
+// than its bound, telling forgot each id it deletes.
+func (s *Store) forgetOldest(ctx context.Context, tx *sql.Tx, forgot func(id int64)) error {
+	var total int64
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(SUM(bytes), 0) FROM measurements").Scan(&total); err != nil {
+		return err
+	}
+	for total > s.maxBytes {
+		var id, n int64
+		if err := tx.QueryRowContext(ctx, "SELECT id, bytes FROM measurements ORDER BY id LIMIT 1").Scan(&id, &n); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM measurements WHERE id = ?", id); err != nil {
+			return err
+		}
+		total -= n
+		forgot(id)
+	}
 	return nil
 }
 

@@ -3,7 +3,6 @@ package measure
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -18,13 +17,11 @@ func sample(version string, n int) *Measurement {
 		Answers: ans, Noise: "laplace", Scale: "10/1", Variance: 200}
 }
 
-func TestStoreKeysAndPersists(t *testing.T) {
+func TestStoreKeysAndPersists(t *testing.T) { onBackends(t, testStoreKeysAndPersists) }
+
+func testStoreKeysAndPersists(t *testing.T, open opener) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "m.sqlite")
-	s, err := Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, 0)
 	a, b := sample("v1", 4), sample("v2", 4)
 	if err := s.Put(ctx, []*Measurement{a, b}); err != nil {
 		t.Fatal(err)
@@ -33,11 +30,7 @@ func TestStoreKeysAndPersists(t *testing.T) {
 		t.Fatalf("ids %d %d", a.ID, b.ID)
 	}
 	s.Close()
-	s, err = Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = open(t, 0)
 	got, err := s.Load(ctx, "t", "d", "v1")
 	if err != nil || len(got) != 1 || got[0].ID != a.ID || got[0].Answers[3] != 3 {
 		t.Fatalf("Load v1 = %+v, %v", got, err)
@@ -57,12 +50,22 @@ func TestStoreKeysAndPersists(t *testing.T) {
 }
 
 func TestStoreBoundedInBytes(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		testStoreBoundedInBytes(t, func(t *testing.T, maxBytes int64) *Store {
+			s, err := Open(context.Background(), "", maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+	onBackends(t, testStoreBoundedInBytes)
+}
+
+func testStoreBoundedInBytes(t *testing.T, open opener) {
 	ctx := context.Background()
-	s, err := Open(ctx, "", 4000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, 4000)
 	for i := 0; i < 20; i++ {
 		if err := s.Put(ctx, []*Measurement{sample("v", 50)}); err != nil {
 			t.Fatal(err)
@@ -95,14 +98,11 @@ func TestStoreBoundedInBytes(t *testing.T) {
 // A measurement Put after a Load is remembered by the cache as a copy
 // equal to what decoding it gives; one put by another Store in between
 // is not skipped (the cache then reads both from the file).
-func TestStorePutRemembers(t *testing.T) {
+func TestStorePutRemembers(t *testing.T) { onBackends(t, testStorePutRemembers) }
+
+func testStorePutRemembers(t *testing.T, open opener) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "m.sqlite")
-	s, err := Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, 0)
 	if _, err := s.Load(ctx, "t", "d", "v1"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +115,7 @@ func TestStorePutRemembers(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != a.ID || got[0].Answers[0] != 0 {
 		t.Fatalf("Load after Put = %+v, %v", got, err)
 	}
-	other, err := Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := open(t, 0)
 	b, c := sample("v1", 2), sample("v1", 1)
 	if err := other.Put(ctx, []*Measurement{b}); err != nil {
 		t.Fatal(err)
@@ -131,11 +127,7 @@ func TestStorePutRemembers(t *testing.T) {
 	if err != nil || len(got) != 3 || got[1].ID != b.ID || got[2].ID != c.ID {
 		t.Fatalf("Load after two writers = %d measurements, %v", len(got), err)
 	}
-	fresh, err := Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
+	fresh := open(t, 0)
 	want, err := fresh.Load(ctx, "t", "d", "v1")
 	if err != nil || len(want) != 3 {
 		t.Fatal(err)
@@ -149,13 +141,11 @@ func TestStorePutRemembers(t *testing.T) {
 
 // Key sets persist across a reopen, the first one stored for a version
 // wins, and only the newest keySetVersions versions of a column are kept.
-func TestStoreKeySets(t *testing.T) {
+func TestStoreKeySets(t *testing.T) { onBackends(t, testStoreKeySets) }
+
+func testStoreKeySets(t *testing.T, open opener) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "m.sqlite")
-	s, err := Open(ctx, path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, 0)
 	if _, ok, err := s.Keys(ctx, "t", "d", "c", "v1"); ok || err != nil {
 		t.Fatalf("empty store: ok %v, %v", ok, err)
 	}
@@ -171,10 +161,7 @@ func TestStoreKeySets(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if s, err = Open(ctx, path, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = open(t, 0)
 	if keys, ok, err := s.Keys(ctx, "t", "d", "c", "v1"); !ok || err != nil || !reflect.DeepEqual(keys, []string{"a", "b"}) {
 		t.Fatalf("after reopen: %v %v %v", keys, ok, err)
 	}
