@@ -39,10 +39,10 @@ import (
 )
 
 // DefaultMaxConnections is a proxy's connections to a PostgreSQL state
-// database when the catalog sets no state.max_connections: half for the
-// ledger, measurements and sessions, half for the answers store, whose
-// claims each hold one connection (and its advisory lock) while a batch
-// is measured.
+// database when the catalog sets no state.max_connections. The answers
+// store's claims each hold one (and its advisory lock) while a batch is
+// measured, at most half of them (package answers), so the ledger,
+// measurements and sessions always have the other half.
 const DefaultMaxConnections = 24
 
 // File names in the data directory (SQLite state).
@@ -68,8 +68,6 @@ type Store struct {
 	// Where names the state for messages: the data directory, or the
 	// PostgreSQL host and database (never a password).
 	Where string
-
-	answersDB *statedb.DB
 }
 
 // Open opens the state the catalog's state section names; dataDir holds
@@ -87,7 +85,7 @@ func Open(ctx context.Context, st catalog.State, dataDir string, maxMeasurementB
 		conns = DefaultMaxConnections
 	}
 	s := &Store{}
-	if s.DB, err = statedb.OpenPostgres(ctx, dsn, conns-conns/2); err != nil {
+	if s.DB, err = statedb.OpenPostgres(ctx, dsn, conns); err != nil {
 		return nil, err
 	}
 	s.Where = s.DB.Where
@@ -95,13 +93,10 @@ func Open(ctx context.Context, st catalog.State, dataDir string, maxMeasurementB
 		s.Close()
 		return nil, fmt.Errorf("state %s: %s: %w", s.Where, what, err)
 	}
-	if s.answersDB, err = statedb.OpenPostgres(ctx, dsn, conns/2); err != nil {
-		return fail("answers", err)
-	}
 	if s.Ledger, err = budget.OpenDB(ctx, s.DB); err != nil {
 		return fail("ledger", err)
 	}
-	if s.Answers, err = answers.OpenDB(ctx, s.answersDB); err != nil {
+	if s.Answers, err = answers.OpenDB(ctx, s.DB); err != nil {
 		return fail("answers", err)
 	}
 	if s.Measurements, err = measure.OpenDB(ctx, s.DB, maxMeasurementBytes); err != nil {
@@ -143,10 +138,8 @@ func (s *Store) Close() error {
 	if s.Ledger != nil {
 		errs = append(errs, s.Ledger.Close())
 	}
-	for _, db := range []*statedb.DB{s.answersDB, s.DB} {
-		if db != nil {
-			errs = append(errs, db.Close())
-		}
+	if s.DB != nil {
+		errs = append(errs, s.DB.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -158,14 +151,16 @@ type Ledger struct {
 	// Where names it for messages: the ledger file, or the PostgreSQL host
 	// and database.
 	Where string
-	db    *statedb.DB
+	// DB is the shared database (nil for a SQLite ledger), for the
+	// console's sessions.
+	DB *statedb.DB
 }
 
 // Close closes the ledger and its database.
 func (l *Ledger) Close() error {
 	err := l.Ledger.Close()
-	if l.db != nil {
-		err = errors.Join(err, l.db.Close())
+	if l.DB != nil {
+		err = errors.Join(err, l.DB.Close())
 	}
 	return err
 }
@@ -206,7 +201,7 @@ func OpenLedger(ctx context.Context, st catalog.State, dataDir string, writable 
 		db.Close()
 		return nil, fmt.Errorf("ledger in %s: %w", db.Where, err)
 	}
-	return &Ledger{Ledger: l, Where: db.Where, db: db}, nil
+	return &Ledger{Ledger: l, Where: db.Where, DB: db}, nil
 }
 
 // DSN is the state database's connection string: the catalog's dsn, or

@@ -14,6 +14,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/console"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 	"github.com/dpproxy/dpproxy/state"
 )
 
@@ -28,6 +29,9 @@ type consoleSettings struct {
 	ledger    console.Ledger
 	explainer console.Explainer
 	tls       *tls.Config
+	// sessions is the shared state database that keeps the console's
+	// sessions, so a login holds on every proxy (nil: in memory).
+	sessions *statedb.DB
 }
 
 // startConsole listens on addr and serves the console until ctx ends; it
@@ -37,7 +41,7 @@ func startConsole(ctx context.Context, addr string, st consoleSettings, log *slo
 	if err != nil {
 		return "", nil, fmt.Errorf("console: %w", err)
 	}
-	srv, err := console.New(console.Config{Catalog: st.cat, Ledger: st.ledger, Explainer: st.explainer,
+	srv, err := console.New(console.Config{Catalog: st.cat, Ledger: st.ledger, Explainer: st.explainer, SessionDB: st.sessions,
 		PublicKey: pub, HeadsPath: st.cf.headsPath(), TLS: st.tls, Logger: log})
 	if err != nil {
 		return "", nil, err
@@ -85,7 +89,7 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// EXPLAIN plans over the catalog; the engine reads spends from the
 	// read-only ledger, so even a charge could not be written.
 	eng := engine.New(engine.Config{Catalog: cat, Ledger: l, Logger: log})
-	url, done, err := startConsole(ctx, *addr, consoleSettings{cf: cf, cat: current, ledger: l, explainer: eng, tls: tlsConfig}, log)
+	url, done, err := startConsole(ctx, *addr, consoleSettings{cf: cf, cat: current, ledger: l, explainer: eng, tls: tlsConfig, sessions: sl.DB}, log)
 	if err != nil {
 		return err
 	}
@@ -123,7 +127,7 @@ func (p *proxy) serveConsole(ctx context.Context, cf commonFlags, flagVal string
 	if addr == "" {
 		return "", nil, nil
 	}
-	url, done, err := startConsole(ctx, addr, consoleSettings{cf: cf, cat: p.live.Catalog, ledger: p.ledger, explainer: p.live, tls: p.tls}, log)
+	url, done, err := startConsole(ctx, addr, consoleSettings{cf: cf, cat: p.live.Catalog, ledger: p.ledger, explainer: p.live, tls: p.tls, sessions: p.state.DB}, log)
 	if err != nil {
 		var op *net.OpError
 		if !explicit && errors.As(err, &op) {
