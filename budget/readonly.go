@@ -14,6 +14,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/dpproxy/dpproxy/internal/sqlitefile"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
 // errReadOnly is returned by every write on a Ledger from OpenReadOnly.
@@ -51,6 +52,7 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 	db.SetConnMaxLifetime(time.Second)
 	l := &Ledger{
 		path:     abs,
+		dialect:  statedb.SQLite,
 		db:       db,
 		log:      slog.Default().With("component", "budget", "ledger", abs, "mode", "read-only"),
 		wmu:      make(chan struct{}, 1),

@@ -102,7 +102,7 @@ func (l *Ledger) MapSpaces(ctx context.Context, spaces map[string]string) ([]Spa
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT j.value FROM entries, json_each(entries.tables_json) AS j
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT j.value FROM entries, `+jsonEach(l.pg(), "entries.tables_json", "j")+`
 			WHERE entries.kind = ? AND entries.spaces_json = '' ORDER BY 1`, KindCharge)
 		if err != nil {
 			return fmt.Errorf("read tables: %w", err)
