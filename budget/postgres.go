@@ -219,12 +219,10 @@ func pgSchemaVersion(ctx context.Context, tx *sql.Tx) (v int, ok bool, err error
 // until it commits, as in a BEGIN IMMEDIATE transaction of SQLite. A
 // missing head row is left for appendEntry (and Verify) to report.
 func lockHead(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", busyTimeout.Milliseconds())); err != nil {
-		return fmt.Errorf("set lock timeout: %w", err)
-	}
-	var seq int64
-	err := tx.QueryRowContext(ctx, "SELECT seq FROM head WHERE id = 1 FOR UPDATE").Scan(&seq)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	// One round trip: without arguments pgx sends both statements in one
+	// simple-protocol query.
+	q := fmt.Sprintf("SET LOCAL lock_timeout = %d; SELECT seq FROM head WHERE id = 1 FOR UPDATE", busyTimeout.Milliseconds())
+	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("lock the ledger head: %w", err)
 	}
 	return nil
