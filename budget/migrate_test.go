@@ -148,3 +148,28 @@ func TestMigrateRefusesATamperedSource(t *testing.T) {
 		t.Fatalf("%d entries in the destination", n)
 	}
 }
+
+// A ledger of an older schema, opened read-only (not upgraded), migrates
+// as it would read after an upgrade: each old table its own space.
+func TestMigrateOlderSchemaReadOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.sqlite")
+	old := writeV3(t, path, []Charge{lapCharge("alice", 0.3, "events"), lapCharge("bob", 0.25, "users")})
+	src, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	db := newPGDB(t, 2)
+	if n, err := Migrate(ctx, src, db); err != nil || n != int64(len(old)) {
+		t.Fatalf("Migrate: %d, %v", n, err)
+	}
+	dst := openPG(t, db)
+	if c, err := dst.SpentSpace(ctx, "alice", "events"); err != nil || c.Epsilon != 0.3 {
+		t.Fatalf("alice in space events: %+v, %v", c, err)
+	}
+	es, err := dst.Entries(ctx, Filter{})
+	if err != nil || len(es) != 2 || es[1].Hash != old[1].Hash {
+		t.Fatalf("entries %+v, %v", es, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,5 +267,37 @@ func TestPostgresReadOnly(t *testing.T) {
 	}
 	if _, err := OpenDB(ctx, &statedb.DB{DB: db.DB, Dialect: statedb.SQLite}); err == nil {
 		t.Fatal("OpenDB accepted a SQLite handle")
+	}
+}
+
+// Costs keep their exact bits in PostgreSQL (the hash covers them): the
+// smallest subnormal, sums that are not what they look like, huge values.
+func TestPostgresCostsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	l := openPG(t, newPGDB(t, 2))
+	costs := []Cost{
+		{Epsilon: math.SmallestNonzeroFloat64},
+		{Epsilon: 0.1 + 0.2, Rho: 1.0 / 3},
+		{Epsilon: math.MaxFloat64 / 4, Delta: math.Nextafter(1, 0)},
+		{Rho: math.Nextafter(0.5, 1), Delta: 1e-300},
+	}
+	for _, c := range costs {
+		ch := lapCharge("a", 0, "t")
+		ch.Cost = c
+		if _, err := l.Charge(ctx, ch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustVerify(t, l)
+	es, err := l.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range es {
+		for _, p := range [][2]float64{{e.Cost.Epsilon, costs[i].Epsilon}, {e.Cost.Rho, costs[i].Rho}, {e.Cost.Delta, costs[i].Delta}} {
+			if math.Float64bits(p[0]) != math.Float64bits(p[1]) {
+				t.Fatalf("entry %d: cost %+v read back, %+v written", e.Seq, e.Cost, costs[i])
+			}
+		}
 	}
 }
