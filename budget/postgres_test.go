@@ -147,6 +147,13 @@ func TestPostgresWriterDiesMidTransaction(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+	// A charge whose context ends while it waits for the head lock gives up.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = l.Charge(short, lapCharge("a", 0.75, "t"), nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("charge waiting past its deadline: %v", err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := l.Charge(ctx, lapCharge("a", 0.75, "t"), []Limit{userTable("a", "t", 1)})
