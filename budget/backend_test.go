@@ -17,9 +17,14 @@ import (
 // one; under CI=true a server that cannot start fails the test.
 var pg = testdb.NewLazy(testdb.StartPostgres)
 
+// pgDurable is a server with PostgreSQL's durable defaults (fsync on), for
+// BenchmarkChargeStates only.
+var pgDurable = testdb.NewLazy(testdb.StartPostgresDurable)
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pg.Stop()
+	pgDurable.Stop()
 	os.Exit(code)
 }
 
@@ -64,7 +69,13 @@ func newPGDB(t testing.TB, maxConns int) *statedb.DB {
 // returns a DSN for it.
 func newPGDatabase(t testing.TB) string {
 	t.Helper()
-	srv := pg.Get(t)
+	return newPGDatabaseOn(t, pg)
+}
+
+// newPGDatabaseOn is newPGDatabase on the given server.
+func newPGDatabaseOn(t testing.TB, server *testdb.Lazy) string {
+	t.Helper()
+	srv := server.Get(t)
 	ctx := context.Background()
 	var b [6]byte
 	rand.Read(b[:])

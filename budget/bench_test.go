@@ -2,9 +2,12 @@ package budget
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/dpproxy/dpproxy/internal/testdb"
 )
 
 func BenchmarkCharge(b *testing.B) {
@@ -46,11 +49,12 @@ func BenchmarkChargeRefused(b *testing.B) {
 // PostgreSQL figure also reports its ratio to SQLite's in the same mode
 // (x_sqlite).
 //
-// The test server runs with fsync=off and synchronous_commit=off, while
-// the SQLite ledger commits with synchronous=FULL (an fsync per charge):
-// "postgres" is PostgreSQL without durability, "postgres-durable" turns
-// fsync and synchronous_commit on for its run (ALTER SYSTEM and a reload,
-// reset afterwards), so that both engines wait for the disk at each
+// The test server runs with fsync=off (and synchronous_commit=off, which
+// the ledger's write transactions turn on, see lockHead), while the SQLite
+// ledger commits with synchronous=FULL (an fsync per charge): "postgres"
+// is PostgreSQL whose commits wait for a WAL write but no fsync;
+// "postgres-durable" runs on a second server with PostgreSQL's durable
+// defaults (fsync on), so that both engines wait for the disk at each
 // commit. Run it alone:
 //
 //	CI=true go test -run '^$' -bench ChargeStates -benchtime 2s ./budget/
@@ -70,14 +74,8 @@ func BenchmarkChargeStates(b *testing.B) {
 			}
 			return out
 		},
-		"postgres": func(b *testing.B, n int) []*Ledger {
-			dsn := newPGDatabase(b)
-			out := make([]*Ledger, n)
-			for i := range out {
-				out[i] = openPG(b, openPGPool(b, dsn, 8))
-			}
-			return out
-		},
+		"postgres":         func(b *testing.B, n int) []*Ledger { return pgLedgers(b, pg, n) },
+		"postgres-durable": func(b *testing.B, n int) []*Ledger { return pgLedgers(b, pgDurable, n) },
 	}
 	for _, name := range []string{"sqlite", "postgres", "postgres-durable"} {
 		for _, par := range []bool{false, true} {
@@ -87,22 +85,17 @@ func BenchmarkChargeStates(b *testing.B) {
 			}
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				ctx := context.Background()
-				kind := name
-				if name == "postgres-durable" {
-					kind = "postgres"
-					durable(b)
-				}
 				n := 1
 				if par {
 					n = 3
 				}
-				ls := open[kind](b, n)
+				ls := open[name](b, n)
 				c := lapCharge("analyst", 1e-9, "adult")
 				lim := []Limit{userTable("analyst", "adult", 1), {Scope: ScopeTable, Table: "adult", Epsilon: 1}}
 				b.ResetTimer()
 				if par {
 					var next atomic.Int64
-					b.SetParallelism(8)
+					b.SetParallelism(parallelism())
 					b.RunParallel(func(pb *testing.PB) {
 						l := ls[next.Add(1)%int64(len(ls))]
 						for pb.Next() {
@@ -121,7 +114,7 @@ func BenchmarkChargeStates(b *testing.B) {
 				}
 				rate := float64(b.N) / b.Elapsed().Seconds()
 				b.ReportMetric(rate, "charges/s")
-				if kind == "sqlite" {
+				if name == "sqlite" {
 					sqliteRate[par] = rate
 				} else if s := sqliteRate[par]; s > 0 {
 					b.ReportMetric(rate/s, "x_sqlite")
@@ -131,20 +124,22 @@ func BenchmarkChargeStates(b *testing.B) {
 	}
 }
 
-// durable turns fsync and synchronous_commit on in the test PostgreSQL
-// server until the benchmark ends.
-func durable(b *testing.B) {
-	srv := pg.Get(b)
-	ctx := context.Background()
-	if err := srv.Exec(ctx, "ALTER SYSTEM SET fsync = on", "ALTER SYSTEM SET synchronous_commit = on",
-		"ALTER SYSTEM SET full_page_writes = on", "SELECT pg_reload_conf()"); err != nil {
-		b.Fatal(err)
+// parallelism is BenchmarkChargeStates' callers per GOMAXPROCS: 8, or
+// DPPROXY_BENCH_PARALLELISM.
+func parallelism() int {
+	if n, err := strconv.Atoi(os.Getenv("DPPROXY_BENCH_PARALLELISM")); err == nil && n > 0 {
+		return n
 	}
-	b.Cleanup(func() {
-		if err := srv.Exec(ctx, "ALTER SYSTEM RESET ALL", "SELECT pg_reload_conf()"); err != nil {
-			b.Error(err)
-		}
-	})
-	// The reload reaches the backends at their next command.
-	time.Sleep(200 * time.Millisecond)
+	return 8
+}
+
+// pgLedgers opens n Ledgers, each with a pool of its own (as n proxies),
+// on one new database of server.
+func pgLedgers(b *testing.B, server *testdb.Lazy, n int) []*Ledger {
+	dsn := newPGDatabaseOn(b, server)
+	out := make([]*Ledger, n)
+	for i := range out {
+		out[i] = openPG(b, openPGPool(b, dsn, 8))
+	}
+	return out
 }

@@ -93,6 +93,7 @@ func OpenDB(ctx context.Context, db *statedb.DB) (*Ledger, error) {
 		l.Close()
 		return nil, fmt.Errorf("budget: open ledger %s: %w", l.path, err)
 	}
+	l.warnNotDurable(ctx)
 	l.log.DebugContext(ctx, "ledger opened")
 	return l, nil
 }
@@ -218,14 +219,36 @@ func pgSchemaVersion(ctx context.Context, tx *sql.Tx) (v int, ok bool, err error
 // of a READ COMMITTED transaction reads the latest commits) is current
 // until it commits, as in a BEGIN IMMEDIATE transaction of SQLite. A
 // missing head row is left for appendEntry (and Verify) to report.
+//
+// It also makes the commit durable, as synchronous=FULL does a SQLite
+// ledger's: a charge must be on disk before its answer leaves, so where
+// the session's synchronous_commit is off (the server's default or the
+// role's), the transaction turns it on; stronger settings (remote_apply,
+// …) are kept.
 func lockHead(ctx context.Context, tx *sql.Tx) error {
-	// One round trip: without arguments pgx sends both statements in one
+	// One round trip: without arguments pgx sends the statements in one
 	// simple-protocol query.
-	q := fmt.Sprintf("SET LOCAL lock_timeout = %d; SELECT seq FROM head WHERE id = 1 FOR UPDATE", busyTimeout.Milliseconds())
+	q := fmt.Sprintf(`SELECT set_config('synchronous_commit', 'on', true) WHERE current_setting('synchronous_commit') = 'off';
+		SET LOCAL lock_timeout = %d;
+		SELECT seq FROM head WHERE id = 1 FOR UPDATE`, busyTimeout.Milliseconds())
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("lock the ledger head: %w", err)
 	}
 	return nil
+}
+
+// warnNotDurable logs when the server does not flush its commits to disk
+// (fsync off): a charge then survives a crash of the proxy, not of the
+// database server. The ledger cannot change that setting; it says so.
+func (l *Ledger) warnNotDurable(ctx context.Context) {
+	var fsync string
+	if err := l.db.QueryRowContext(ctx, "SELECT current_setting('fsync')").Scan(&fsync); err != nil {
+		l.log.WarnContext(ctx, "cannot read the server's fsync setting", "err", err)
+		return
+	}
+	if fsync != "on" {
+		l.log.WarnContext(ctx, "the PostgreSQL server runs with fsync off: charges are lost if the server crashes")
+	}
 }
 
 // pg reports whether the ledger is in PostgreSQL.

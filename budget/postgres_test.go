@@ -308,3 +308,32 @@ func TestPostgresCostsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A write transaction commits durably even where the server's default
+// does not (the test server runs with synchronous_commit off), and keeps a
+// stronger setting.
+func TestPostgresWritesCommitSynchronously(t *testing.T) {
+	ctx := context.Background()
+	db := newPGDB(t, 2)
+	openPG(t, db)
+	for _, tc := range []struct{ before, want string }{{"off", "on"}, {"remote_apply", "remote_apply"}, {"local", "local"}} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = "+tc.before); err != nil {
+			t.Fatal(err)
+		}
+		if err := lockHead(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := tx.QueryRowContext(ctx, "SELECT current_setting('synchronous_commit')").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		tx.Rollback()
+		if got != tc.want {
+			t.Fatalf("synchronous_commit %s became %s, want %s", tc.before, got, tc.want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ const schemaVersion = 4
 type Ledger struct {
 	path string // absolute; for PostgreSQL, the database's statedb.DB.Where
 	// dialect is the SQL engine: the few statements that differ ask it
-	// (dialect.go).
+	// (postgres.go).
 	dialect statedb.Dialect
 	// db reads: deferred (snapshot) transactions, waiting up to busyTimeout
 	// in SQLite's busy handler. In PostgreSQL it is the caller's pool, and
@@ -48,11 +48,13 @@ type Ledger struct {
 	log *slog.Logger
 	// wmu serialises this Ledger's writes: its own goroutines queue here
 	// (honouring their contexts), then take flock against other Ledgers and
-	// processes. Close takes it for good.
+	// processes (in SQLite; in PostgreSQL the head row's lock). Close takes
+	// it for good.
 	wmu   chan struct{}
 	flock *writerLock // nil in PostgreSQL
-	// readOnly: opened by OpenReadOnly; wdb and flock are nil, and every
-	// write fails with errReadOnly before it touches the file.
+	// readOnly: opened by OpenReadOnly or OpenDBReadOnly; wdb and flock
+	// are nil, and every write fails with errReadOnly before it touches
+	// the file or database.
 	readOnly bool
 
 	closeOnce sync.Once
