@@ -138,7 +138,8 @@ type SpentRow struct {
 // *ExceededError. Every limit must concern the charge (its user and/or one
 // of its tables); a limit that does not is a caller error. With no limits
 // the charge is recorded unconditionally. When Charge returns nil the entry
-// is committed and, by synchronous=FULL, on disk.
+// is committed and on disk (synchronous=FULL in SQLite, synchronous_commit
+// in PostgreSQL; see lockHead).
 func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, error) {
 	if len(c.Spaces) == 0 {
 		m, err := l.SpaceMap(ctx)
