@@ -59,13 +59,13 @@
 //
 // query.go serves viewers (the web console): [Ledger.Page] pages entries
 // newest first by sequence number with filters, [Ledger.Spending] sums
-// charges per user and time bucket in SQLite, [Ledger.SpentRows] reads the
+// charges per user and time bucket in the database, [Ledger.SpentRows] reads the
 // spent aggregate, and [Ledger.Report] runs every check of `audit verify`
 // into a [Report]. [OpenReadOnly] opens an existing ledger so that nothing
 // can be written through it, an older schema included: readonly.go
 // presents it as the current one through TEMP views, without upgrading it.
 //
-// # Files and concurrency
+// # Files and concurrency (SQLite)
 //
 // Beside the ledger file SQLite keeps "-wal" and "-shm" files, and the
 // package an empty "-lock" file, flock(2)ed around each write so that
@@ -105,9 +105,13 @@
 // transaction at a time hold its lock, until it commits or rolls back.
 // Every writer takes it before reading anything it decides on, and under
 // READ COMMITTED each later statement sees every transaction committed
-// before it, so the spends a charge is checked against include every
-// charge ever committed, and no other charge can commit until this one
-// has; two charges can never both pass a check that only one fits. Why the
+// before it (a waiter wakes only once the holder's commit is visible:
+// PostgreSQL releases a transaction's locks after it has committed), so
+// the spends a charge is checked against include every charge ever
+// committed, and no other charge can commit until this one has; two
+// charges can never both pass a check that only one fits. Clocks do not
+// matter: sequence numbers come from the head, and an entry's time is
+// never earlier than the previous entry's, whichever host wrote it. Why the
 // chain cannot fork: the entry's sequence number and prev_hash are read
 // from the head under the same lock and the head is moved in the same
 // transaction, so entries are appended one after the other as in a single
@@ -119,9 +123,20 @@
 // Charge returns an error, and the budget may have been spent without an
 // answer, never the other way round.) A writer waits for the lock at most
 // busyTimeout (lock_timeout), and a transaction that PostgreSQL aborts as a
-// deadlock or serialization failure is run again. Reads (Verify, Entries,
-// Report, …) are REPEATABLE READ, READ ONLY transactions: one snapshot,
-// which never blocks a writer.
+// deadlock or serialization failure is run again. A write transaction
+// turns synchronous_commit on where it is off, so that a charge is on disk
+// before Charge returns, as with synchronous=FULL (the server's fsync must
+// be on too; OpenDB warns when it is not). Reads (Verify, Entries, Report,
+// …) are REPEATABLE READ, READ ONLY transactions: one snapshot, which
+// never blocks a writer.
+//
+// The price of one lock for every host is that charges are serialised
+// across all proxies, and each holds the lock for about ten statements
+// (head, spends, recorded limits, entry, aggregates, commit), one network
+// round trip each: the round-trip time to the database bounds the
+// charges per second of all proxies together (BenchmarkChargeStates
+// measures it). Text values cannot hold NUL bytes in PostgreSQL; a charge
+// naming one fails there, where SQLite would record it.
 //
 // A stored answer must not be computed twice by two proxies that receive
 // the same batch at once. That is for the answers store, not the ledger:
