@@ -93,7 +93,7 @@ func hashEntry(e *Entry, ts string) string {
 // scanEntries runs q (selecting entryColumns) and calls fn for every row with
 // the decoded entry and its stored time text. A row that does not decode is
 // reported as a *TamperError: this package never writes one.
-func scanEntries(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(Entry, string) error) error {
+func scanEntries(ctx context.Context, tx querier, q string, args []any, fn func(Entry, string) error) error {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("query entries: %w", err)

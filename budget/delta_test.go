@@ -51,9 +51,11 @@ func selCharge(user string, eps, delta float64, tables ...string) Charge {
 // (MaxDelta), recorded with its δ in the entry and the aggregate, and
 // verified; once the δ budget is used up, charges that spend no δ still
 // pass.
-func TestChargeDeltaBudget(t *testing.T) {
+func TestChargeDeltaBudget(t *testing.T) { forBackends(t, testChargeDeltaBudget) }
+
+func testChargeDeltaBudget(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	lims := []Limit{
 		{Scope: ScopeUserTable, User: "bob", Table: "events", Epsilon: 10, MaxDelta: 1e-6},
 		{Scope: ScopeTable, Table: "events", Epsilon: 100, MaxDelta: 3e-6},
@@ -128,9 +130,11 @@ func TestDeltaTamper(t *testing.T) {
 }
 
 // Bad δ costs and δ budgets are refused before anything is written.
-func TestDeltaRejectsBadInput(t *testing.T) {
+func TestDeltaRejectsBadInput(t *testing.T) { forBackends(t, testDeltaRejectsBadInput) }
+
+func testDeltaRejectsBadInput(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	for _, d := range []float64{-1e-9, math.NaN(), math.Inf(1), 1} {
 		if _, err := l.Charge(ctx, selCharge("bob", 0.1, d, "events"), nil); err == nil {
 			t.Errorf("δ=%g accepted", d)
@@ -150,9 +154,11 @@ func TestDeltaRejectsBadInput(t *testing.T) {
 
 // δ budgets go on the chain with the limits; limits without one are
 // written exactly as before δ was accounted.
-func TestRecordLimitsDelta(t *testing.T) {
+func TestRecordLimitsDelta(t *testing.T) { forBackends(t, testRecordLimitsDelta) }
+
+func testRecordLimitsDelta(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	plain := Limit{Scope: ScopeTable, Table: "adult", Epsilon: 5}
 	withD := Limit{Scope: ScopeTable, Table: "events", Epsilon: 5, MaxDelta: 1e-5}
 	if _, err := l.RecordLimits(ctx, []Limit{plain, withD}, nil); err != nil {

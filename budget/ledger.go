@@ -138,7 +138,8 @@ type SpentRow struct {
 // *ExceededError. Every limit must concern the charge (its user and/or one
 // of its tables); a limit that does not is a caller error. With no limits
 // the charge is recorded unconditionally. When Charge returns nil the entry
-// is committed and, by synchronous=FULL, on disk.
+// is committed and on disk (synchronous=FULL in SQLite, synchronous_commit
+// in PostgreSQL; see lockHead).
 func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, error) {
 	if len(c.Spaces) == 0 {
 		m, err := l.SpaceMap(ctx)
@@ -160,7 +161,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 	// Without the lock, while waiting for it: a refusal in any snapshot
 	// stands, since spends only grow. Read errors are left to the locked path.
 	refuse := func(ctx context.Context) error {
-		cur, err := spentOf(ctx, l.db, scopes)
+		cur, err := spentOf(ctx, l.db, scopes, false)
 		if err != nil {
 			return nil
 		}
@@ -169,7 +170,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge, limits []Limit) (Entry, e
 	var out Entry
 	piggy := l.takeReuses()
 	err = l.write(ctx, func(tx *sql.Tx) error {
-		cur, err := spentOf(ctx, tx, scopes)
+		cur, err := spentOf(ctx, tx, scopes, l.pg())
 		if err != nil {
 			return err
 		}
@@ -380,7 +381,7 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 		args = append(args, f.User)
 	}
 	if f.Table != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)")
+		where = append(where, "EXISTS (SELECT 1 FROM "+jsonEach(l.pg(), "entries.tables_json", "j")+" WHERE j.value = ?)")
 		args = append(args, f.Table)
 	}
 	if !f.Since.IsZero() {
@@ -498,7 +499,10 @@ type querier interface {
 }
 
 // spentOf reads the aggregates of the given scopes (absent ones are zero).
-func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, error) {
+// With lock (PostgreSQL, inside a write transaction) it also locks their
+// rows FOR UPDATE, table scopes then space scopes, each in the order of
+// their keys, so that writers lock rows in one fixed order.
+func spentOf(ctx context.Context, q querier, scopes []scope, lock bool) (map[scope]Cost, error) {
 	var tw, sw []string
 	var targs, sargs []any
 	for _, k := range scopes {
@@ -524,23 +528,42 @@ func spentOf(ctx context.Context, q querier, scopes []scope) (map[scope]Cost, er
 	if len(qs) == 0 {
 		return out, nil
 	}
-	rows, err := q.QueryContext(ctx, strings.Join(qs, " UNION ALL "), args...)
+	if !lock {
+		return out, readSpent(ctx, q, strings.Join(qs, " UNION ALL "), args, out)
+	}
+	// FOR UPDATE does not go with UNION: one query per table.
+	if len(tw) > 0 {
+		if err := readSpent(ctx, q, qs[0]+" ORDER BY user_name, table_name FOR UPDATE", targs, out); err != nil {
+			return nil, err
+		}
+	}
+	if len(sw) > 0 {
+		if err := readSpent(ctx, q, qs[len(qs)-1]+" ORDER BY user_name, space_name FOR UPDATE", sargs, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readSpent adds the rows of q (user, table, space, ε, ρ, δ) to out.
+func readSpent(ctx context.Context, q querier, query string, args []any, out map[scope]Cost) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read spent: %w", err)
+		return fmt.Errorf("read spent: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k scope
 		var c Cost
 		if err := rows.Scan(&k.user, &k.table, &k.space, &c.Epsilon, &c.Rho, &c.Delta); err != nil {
-			return nil, fmt.Errorf("read spent: %w", err)
+			return fmt.Errorf("read spent: %w", err)
 		}
 		out[k] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read spent: %w", err)
+		return fmt.Errorf("read spent: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // checkLimits returns an *ExceededError for the first limit that c would

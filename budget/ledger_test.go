@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-func openTest(t *testing.T) (*Ledger, string) {
+func openTest(t testing.TB) (*Ledger, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.sqlite")
 	l, err := Open(context.Background(), path)
@@ -57,9 +57,11 @@ func count(t *testing.T, l *Ledger) int {
 // Ten charges of 0.1 against ε=1 must all fit although their float sum is
 // 0.9999999999999999 and, in other orders, sums like 0.7+0.2+0.1 come to
 // 1.0000000000000002: limits are compared with a relative slack of 1e-9.
-func TestChargeTenTenths(t *testing.T) {
+func TestChargeTenTenths(t *testing.T) { forBackends(t, testChargeTenTenths) }
+
+func testChargeTenTenths(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	limits := []Limit{userTable("analyst", "adult", 1), {Scope: ScopeTable, Table: "adult", Epsilon: 1}}
 	for i := 0; i < 10; i++ {
 		e, err := l.Charge(ctx, lapCharge("analyst", 0.1, "adult"), limits)
@@ -91,7 +93,7 @@ func TestChargeTenTenths(t *testing.T) {
 	mustVerify(t, l)
 
 	// And with sums that land just above the limit.
-	l2, _ := openTest(t)
+	l2 := open(t)
 	for _, eps := range []float64{0.7, 0.2, 0.1} {
 		if _, err := l2.Charge(ctx, lapCharge("a", eps, "t"), []Limit{userTable("a", "t", 1)}); err != nil {
 			t.Fatalf("charge %g: %v", eps, err)
@@ -105,9 +107,11 @@ func TestChargeTenTenths(t *testing.T) {
 	}
 }
 
-func TestExceededMessage(t *testing.T) {
+func TestExceededMessage(t *testing.T) { forBackends(t, testExceededMessage) }
+
+func testExceededMessage(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	lim := []Limit{userTable("analyst", "adult", 1)}
 	if _, err := l.Charge(ctx, lapCharge("analyst", 0.8, "adult"), lim); err != nil {
 		t.Fatal(err)
@@ -132,7 +136,9 @@ func TestExceededMessage(t *testing.T) {
 }
 
 // Each step charges and expects success or refusal; scopes are independent.
-func TestChargeScopes(t *testing.T) {
+func TestChargeScopes(t *testing.T) { forBackends(t, testChargeScopes) }
+
+func testChargeScopes(t *testing.T, open opener) {
 	type step struct {
 		user   string
 		tables []string
@@ -196,7 +202,7 @@ func TestChargeScopes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			l, _ := openTest(t)
+			l := open(t)
 			ok := 0
 			for i, s := range tc.steps {
 				_, err := l.Charge(ctx, lapCharge(s.user, s.eps, s.tables...), s.limits)
@@ -256,9 +262,11 @@ func TestChargeScopes(t *testing.T) {
 
 // Gaussian charges compose in ρ and convert once at the limit's δ: three
 // releases at ε=0.5 each fit in ε=1, not two (see TestZCDPComposesSublinearly).
-func TestChargeGaussian(t *testing.T) {
+func TestChargeGaussian(t *testing.T) { forBackends(t, testChargeGaussian) }
+
+func testChargeGaussian(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	const delta = 1e-5
 	rho := RhoForEpsilon(0.5, delta)
 	lim := []Limit{{Scope: ScopeUserTable, User: "a", Table: "t", Epsilon: 1, Delta: delta}}
@@ -297,9 +305,11 @@ func TestChargeGaussian(t *testing.T) {
 	mustVerify(t, l)
 }
 
-func TestChargeRejectsBadInput(t *testing.T) {
+func TestChargeRejectsBadInput(t *testing.T) { forBackends(t, testChargeRejectsBadInput) }
+
+func testChargeRejectsBadInput(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	good := lapCharge("a", 0.1, "t")
 	lim := []Limit{userTable("a", "t", 1)}
 	mod := func(f func(*Charge)) Charge {
@@ -346,9 +356,11 @@ func TestChargeRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestChargeNormalises(t *testing.T) {
+func TestChargeNormalises(t *testing.T) { forBackends(t, testChargeNormalises) }
+
+func testChargeNormalises(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	c := lapCharge("a", 0.1, "t2", "t1", "t2")
 	c.QueryDigest = strings.ToUpper(c.QueryDigest)
 	c.Cost.Rho = math.Copysign(0, -1)
@@ -366,9 +378,11 @@ func TestChargeNormalises(t *testing.T) {
 	mustVerify(t, l)
 }
 
-func TestRecord(t *testing.T) {
+func TestRecord(t *testing.T) { forBackends(t, testRecord) }
+
+func testRecord(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	if _, err := l.Charge(ctx, lapCharge("a", 0.5, "t"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -409,9 +423,11 @@ func TestRecord(t *testing.T) {
 	mustVerify(t, l)
 }
 
-func TestEntriesFilter(t *testing.T) {
+func TestEntriesFilter(t *testing.T) { forBackends(t, testEntriesFilter) }
+
+func testEntriesFilter(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	steps := []Charge{
 		lapCharge("alice", 0.1, "adult"),
 		lapCharge("bob", 0.1, "adult"),
@@ -540,8 +556,10 @@ func TestReopenKeepsEntries(t *testing.T) {
 	mustVerify(t, l)
 }
 
-func TestCanceledContext(t *testing.T) {
-	l, _ := openTest(t)
+func TestCanceledContext(t *testing.T) { forBackends(t, testCanceledContext) }
+
+func testCanceledContext(t *testing.T, open opener) {
+	l := open(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.Charge(ctx, lapCharge("a", 0.1, "t"), nil); !errors.Is(err, context.Canceled) {

@@ -15,9 +15,11 @@ func perUser(table string, eps, delta float64) Limit {
 	return Limit{Scope: ScopeUserTable, Table: table, Epsilon: eps, Delta: delta}
 }
 
-func TestRecordLimits(t *testing.T) {
+func TestRecordLimits(t *testing.T) { forBackends(t, testRecordLimits) }
+
+func testRecordLimits(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	if _, err := l.Charge(ctx, lapCharge("a", 0.1, "t"), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
 // The helper runs in a child process (this test binary, re-executed) when
@@ -22,13 +24,24 @@ import (
 //	race:  8 goroutines charge 0.1 against ε=1 once each; prints "won N".
 //	crash: charges forever without limits; prints "seq hash" after each
 //	       Charge returns, until killed.
+//
+// BUDGET_LEDGER is a ledger file, or a PostgreSQL DSN (postgres://…).
 func TestHelperProcess(t *testing.T) {
 	mode, path := os.Getenv("BUDGET_HELPER"), os.Getenv("BUDGET_LEDGER")
 	if mode == "" {
 		t.Skip("helper for TestMultiProcess* only")
 	}
 	ctx := context.Background()
-	l, err := Open(ctx, path)
+	var l *Ledger
+	var err error
+	if strings.HasPrefix(path, "postgres://") {
+		var db *statedb.DB
+		if db, err = statedb.OpenPostgres(ctx, path, 4); err == nil {
+			l, err = OpenDB(ctx, db)
+		}
+	} else {
+		l, err = Open(ctx, path)
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -71,14 +84,37 @@ func helper(ctx context.Context, mode, path string) *exec.Cmd {
 	return cmd
 }
 
+// forTargets runs fn on a ledger file and on a PostgreSQL database: the
+// target that helper processes open, and how the test opens it.
+func forTargets(t *testing.T, fn func(t *testing.T, target string, open func(t *testing.T) *Ledger)) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "ledger.sqlite")
+		fn(t, path, func(t *testing.T) *Ledger {
+			l, err := Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return l
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := newPGDatabase(t)
+		fn(t, dsn, func(t *testing.T) *Ledger { return openPG(t, openPGPool(t, dsn, 4)) })
+	})
+}
+
 // Four processes with eight goroutines each race for ten charges.
 func TestMultiProcessRace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	forTargets(t, testMultiProcessRace)
+}
+
+func testMultiProcessRace(t *testing.T, path string, open func(t *testing.T) *Ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "ledger.sqlite")
 	outs := make([]string, 4)
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
@@ -107,11 +143,7 @@ func TestMultiProcessRace(t *testing.T) {
 	if won != 10 {
 		t.Fatalf("%d charges succeeded across processes, want 10\n%v", won, outs)
 	}
-	l, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := open(t)
 	if n := count(t, l); n != 10 {
 		t.Fatalf("%d entries, want 10", n)
 	}
@@ -119,14 +151,19 @@ func TestMultiProcessRace(t *testing.T) {
 }
 
 // A process killed (SIGKILL) while charging loses no entry whose Charge
-// returned, and leaves a ledger that verifies and accepts more charges.
+// returned, and leaves a ledger that verifies and accepts more charges; in
+// PostgreSQL the transaction it was in is rolled back and its head lock
+// freed.
 func TestMultiProcessCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	forTargets(t, testMultiProcessCrash)
+}
+
+func testMultiProcessCrash(t *testing.T, path string, open func(t *testing.T) *Ledger) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "ledger.sqlite")
 	cmd := helper(ctx, "crash", path)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -153,11 +190,7 @@ func TestMultiProcessCrash(t *testing.T) {
 		t.Fatalf("helper reported only %d charges", len(seen))
 	}
 
-	l, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := open(t)
 	mustVerify(t, l)
 	es, err := l.Entries(context.Background(), Filter{})
 	if err != nil {

@@ -50,7 +50,7 @@ type Page struct {
 	Total int64 `json:"total"`
 }
 
-func (q Query) where() (string, []any) {
+func (q Query) where(pg bool) (string, []any) {
 	var where []string
 	var args []any
 	if q.User != "" {
@@ -58,7 +58,7 @@ func (q Query) where() (string, []any) {
 		args = append(args, q.User)
 	}
 	if q.Table != "" {
-		w, a := tableFilter(q.Table)
+		w, a := tableFilter(pg, q.Table)
 		where = append(where, w)
 		args = append(args, a...)
 	}
@@ -82,11 +82,11 @@ func (q Query) where() (string, []any) {
 
 // tableFilter selects the entries touching table. The substring test on
 // the stored JSON (a table's name is written as json.Marshal writes it)
-// spares SQLite the JSON parse of most non-matching rows; json_each then
-// decides exactly.
-func tableFilter(table string) (string, []any) {
+// spares the database the JSON parse of most non-matching rows; the
+// array's elements then decide exactly.
+func tableFilter(pg bool, table string) (string, []any) {
 	quoted, _ := json.Marshal(table) // a string always encodes
-	return "instr(tables_json, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(entries.tables_json) WHERE value = ?)",
+	return containsText(pg, "tables_json") + " AND EXISTS (SELECT 1 FROM " + jsonEach(pg, "entries.tables_json", "j") + " WHERE j.value = ?)",
 		[]any{string(quoted), table}
 }
 
@@ -102,7 +102,7 @@ func (l *Ledger) Page(ctx context.Context, q Query) (Page, error) {
 	case n > MaxPageSize:
 		n = MaxPageSize
 	}
-	where, args := q.where()
+	where, args := q.where(l.pg())
 	page := Page{Total: -1}
 	err := l.read(ctx, func(tx *sql.Tx) error {
 		if q.Count {
@@ -184,8 +184,8 @@ var bucketLadder = []time.Duration{
 }
 
 // Spending sums the charges selected by q per user and time bucket, in
-// SQLite, in one snapshot; zero-cost entries (reuse, limits) are not
-// charges and are left out. Sums are in SQLite's order of addition, so a
+// the database, in one snapshot; zero-cost entries (reuse, limits) are not
+// charges and are left out. Sums are in the database's order of addition, so a
 // total may differ from the spent aggregate in the last bits.
 func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 	if q.Table == "" {
@@ -195,7 +195,7 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 	if nb <= 0 {
 		nb = 120
 	}
-	tw, targs := tableFilter(q.Table)
+	tw, targs := tableFilter(l.pg(), q.Table)
 	where := " WHERE kind = ? AND " + tw
 	args := append([]any{KindCharge}, targs...)
 	if q.User != "" {
@@ -234,7 +234,7 @@ func (l *Ledger) Spending(ctx context.Context, q SeriesQuery) (Series, error) {
 		// (see timeLayout): whole seconds, then the first three digits of
 		// the fraction.
 		rows, err := tx.QueryContext(ctx, `SELECT
-			(unixepoch(substr(time, 1, 19)) * 1000 + CAST(substr(time, 21, 3) AS INTEGER) - ?) / ? AS b, user_name,
+			(`+epochMillis(l.pg(), "time")+` - ?) / ? AS b, user_name,
 			SUM(epsilon), SUM(rho), SUM(delta), COUNT(*) FROM entries`+where+` GROUP BY b, user_name ORDER BY b, user_name`,
 			append([]any{origin, width}, args...)...)
 		if err != nil {

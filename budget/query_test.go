@@ -16,8 +16,22 @@ import (
 // and a limits entry, and returns the ledger.
 func fillQueryLedger(t *testing.T) (*Ledger, string) {
 	t.Helper()
-	ctx := context.Background()
 	l, path := openTest(t)
+	fillQuery(t, l)
+	return l, path
+}
+
+// fillQueryLedgerWith is fillQueryLedger on a ledger of the given backend.
+func fillQueryLedgerWith(t *testing.T, open opener) *Ledger {
+	t.Helper()
+	l := open(t)
+	fillQuery(t, l)
+	return l
+}
+
+func fillQuery(t *testing.T, l *Ledger) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := l.RecordLimits(ctx, []Limit{tableLimit("adult", 10)}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +51,13 @@ func fillQueryLedger(t *testing.T) (*Ledger, string) {
 	if _, err := l.Record(ctx, KindReuse, Charge{User: "analyst", Tables: []string{"adult"}, Mechanism: "reuse", Strategy: "stored answer"}); err != nil {
 		t.Fatal(err)
 	}
-	return l, path
 }
 
-func TestPage(t *testing.T) {
+func TestPage(t *testing.T) { forBackends(t, testPage) }
+
+func testPage(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := fillQueryLedger(t)
+	l := fillQueryLedgerWith(t, open)
 	all, err := l.Entries(ctx, Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +129,11 @@ func TestPage(t *testing.T) {
 	}
 }
 
-func TestSpending(t *testing.T) {
+func TestSpending(t *testing.T) { forBackends(t, testSpending) }
+
+func testSpending(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := fillQueryLedger(t)
+	l := fillQueryLedgerWith(t, open)
 	s, err := l.Spending(ctx, SeriesQuery{Table: "adult"})
 	if err != nil {
 		t.Fatal(err)
@@ -189,9 +206,11 @@ func TestSpending(t *testing.T) {
 	}
 }
 
-func TestSpentRowsMatchBudgets(t *testing.T) {
+func TestSpentRowsMatchBudgets(t *testing.T) { forBackends(t, testSpentRowsMatchBudgets) }
+
+func testSpentRowsMatchBudgets(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := fillQueryLedger(t)
+	l := fillQueryLedgerWith(t, open)
 	a, err := l.SpentRows(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -311,9 +330,11 @@ func TestReport(t *testing.T) {
 
 // A series built incrementally (fine buckets, then only the entries after
 // its LastSeq, merged and coarsened) equals the series summed at once.
-func TestSpendingIncremental(t *testing.T) {
+func TestSpendingIncremental(t *testing.T) { forBackends(t, testSpendingIncremental) }
+
+func testSpendingIncremental(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := fillQueryLedger(t)
+	l := fillQueryLedgerWith(t, open)
 	fine, err := l.Spending(ctx, SeriesQuery{Table: "adult", Width: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

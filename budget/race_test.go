@@ -115,9 +115,11 @@ func TestOpenRace(t *testing.T) {
 }
 
 // Goroutines sharing one *Ledger queue on it and get the same guarantee.
-func TestChargeRaceSharedLedger(t *testing.T) {
+func TestChargeRaceSharedLedger(t *testing.T) { forBackends(t, testChargeRaceSharedLedger) }
+
+func testChargeRaceSharedLedger(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	var won atomic.Int32
 	var wg sync.WaitGroup
 	for range 64 {

@@ -14,9 +14,11 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/dpproxy/dpproxy/internal/sqlitefile"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
-// errReadOnly is returned by every write on a Ledger from OpenReadOnly.
+// errReadOnly is returned by every write on a Ledger from OpenReadOnly or
+// OpenDBReadOnly.
 var errReadOnly = errors.New("ledger is open read-only")
 
 // OpenReadOnly opens an existing ledger for reading only: SQLite opens the
@@ -51,6 +53,7 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 	db.SetConnMaxLifetime(time.Second)
 	l := &Ledger{
 		path:     abs,
+		dialect:  statedb.SQLite,
 		db:       db,
 		log:      slog.Default().With("component", "budget", "ledger", abs, "mode", "read-only"),
 		wmu:      make(chan struct{}, 1),
@@ -68,7 +71,8 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 	return l, nil
 }
 
-// ReadOnly reports whether the ledger was opened with OpenReadOnly.
+// ReadOnly reports whether the ledger was opened with OpenReadOnly or
+// OpenDBReadOnly.
 func (l *Ledger) ReadOnly() bool { return l.readOnly }
 
 // roConnector opens connections of a read-only ledger through its own

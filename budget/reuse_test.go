@@ -14,8 +14,10 @@ func reuseOf(user string, i int) Charge {
 
 // Reuse entries recorded concurrently with charges are all written, in
 // batches, on one intact chain; a process reads its own at once.
-func TestRecordReuseGroupCommit(t *testing.T) {
-	l, _ := openTest(t)
+func TestRecordReuseGroupCommit(t *testing.T) { forBackends(t, testRecordReuseGroupCommit) }
+
+func testRecordReuseGroupCommit(t *testing.T, open opener) {
+	l := open(t)
 	ctx := context.Background()
 	const writers, each = 8, 50
 	var wg sync.WaitGroup

@@ -52,19 +52,16 @@ func ParseSpaceEntry(e Entry) (SpaceMapping, bool) {
 // in, for the entries that name no space. Tables it does not list count
 // in a space named after themselves.
 func (l *Ledger) SpaceMap(ctx context.Context) (map[string]string, error) {
-	var m map[string]string
-	err := l.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = spaceMapTx(ctx, tx)
-		return err
-	})
+	// One statement reads one snapshot: no transaction needed (Charge
+	// calls this before each charge that names no space).
+	m, err := spaceMapTx(ctx, l.db)
 	if err != nil {
 		return nil, fmt.Errorf("budget: space map: %w", err)
 	}
 	return m, nil
 }
 
-func spaceMapTx(ctx context.Context, tx *sql.Tx) (map[string]string, error) {
+func spaceMapTx(ctx context.Context, tx querier) (map[string]string, error) {
 	m := map[string]string{}
 	err := scanEntries(ctx, tx, "SELECT "+entryColumns+" FROM entries WHERE kind = ? AND mechanism = ? ORDER BY seq",
 		[]any{KindLimits, MechanismSpace}, func(e Entry, _ string) error {
@@ -102,7 +99,7 @@ func (l *Ledger) MapSpaces(ctx context.Context, spaces map[string]string) ([]Spa
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT j.value FROM entries, json_each(entries.tables_json) AS j
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT j.value FROM entries, `+jsonEach(l.pg(), "entries.tables_json", "j")+`
 			WHERE entries.kind = ? AND entries.spaces_json = '' ORDER BY 1`, KindCharge)
 		if err != nil {
 			return fmt.Errorf("read tables: %w", err)

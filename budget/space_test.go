@@ -18,9 +18,11 @@ func spaceLimits(user, space string, perUser, total float64) []Limit {
 }
 
 // Two tables of one space share its budgets: per user and in total.
-func TestSpaceSharedBudget(t *testing.T) {
+func TestSpaceSharedBudget(t *testing.T) { forBackends(t, testSpaceSharedBudget) }
+
+func testSpaceSharedBudget(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	on := func(user string, eps float64, table string) Charge {
 		c := lapCharge(user, eps, table)
 		c.Spaces = []string{"customer"}

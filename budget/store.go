@@ -16,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/dpproxy/dpproxy/internal/sqlitefile"
+	"github.com/dpproxy/dpproxy/internal/statedb"
 )
 
 // busyTimeout is how long an operation waits for another connection or
@@ -26,25 +27,34 @@ const busyTimeout = 10 * time.Second
 const schemaVersion = 4
 
 // Ledger is the privacy ledger: an append-only, hash-chained table in its own
-// SQLite file. It is safe for concurrent use, and several Ledgers (in one
-// process or several) may share a file: every write is one BEGIN IMMEDIATE
-// transaction, which SQLite serialises across connections and processes.
+// SQLite file, or in a PostgreSQL database shared by several proxies (see
+// OpenDB). It is safe for concurrent use, and several Ledgers (in one
+// process or several, on one host or several for PostgreSQL) may share a
+// ledger: every write is one transaction that the database serialises
+// (BEGIN IMMEDIATE in SQLite, the head row's lock in PostgreSQL).
 type Ledger struct {
-	path string // absolute
+	path string // absolute; for PostgreSQL, the database's statedb.DB.Where
+	// dialect is the SQL engine: the few statements that differ ask it
+	// (postgres.go).
+	dialect statedb.Dialect
 	// db reads: deferred (snapshot) transactions, waiting up to busyTimeout
-	// in SQLite's busy handler.
+	// in SQLite's busy handler. In PostgreSQL it is the caller's pool, and
+	// reads are REPEATABLE READ, READ ONLY transactions (one snapshot).
 	db *sql.DB
 	// wdb writes, on one connection: BEGIN IMMEDIATE, and no busy handler;
-	// write retries by itself (see write).
+	// write retries by itself (see write). In PostgreSQL it is db: writes
+	// are READ COMMITTED transactions that lock the head row first.
 	wdb *sql.DB
 	log *slog.Logger
 	// wmu serialises this Ledger's writes: its own goroutines queue here
 	// (honouring their contexts), then take flock against other Ledgers and
-	// processes. Close takes it for good.
+	// processes (in SQLite; in PostgreSQL the head row's lock). Close takes
+	// it for good.
 	wmu   chan struct{}
-	flock *writerLock
-	// readOnly: opened by OpenReadOnly; wdb and flock are nil, and every
-	// write fails with errReadOnly before it touches the file.
+	flock *writerLock // nil in PostgreSQL
+	// readOnly: opened by OpenReadOnly or OpenDBReadOnly; wdb and flock
+	// are nil, and every write fails with errReadOnly before it touches
+	// the file or database.
 	readOnly bool
 
 	closeOnce sync.Once
@@ -133,13 +143,14 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		return nil, fmt.Errorf("budget: open ledger %s: %w", abs, err)
 	}
 	l := &Ledger{
-		path:   abs,
-		db:     db,
-		wdb:    wdb,
-		log:    slog.Default().With("component", "budget", "ledger", abs),
-		wmu:    make(chan struct{}, 1),
-		flock:  flock,
-		closed: make(chan struct{}),
+		path:    abs,
+		dialect: statedb.SQLite,
+		db:      db,
+		wdb:     wdb,
+		log:     slog.Default().With("component", "budget", "ledger", abs),
+		wmu:     make(chan struct{}, 1),
+		flock:   flock,
+		closed:  make(chan struct{}),
 	}
 	l.startReuses()
 	if err := l.init(ctx); err != nil {
@@ -160,7 +171,7 @@ func (l *Ledger) init(ctx context.Context) error {
 		// switches the file to WAL.
 		if err := retryBusy(ctx, func() error {
 			return db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync)
-		}, nil); err != nil {
+		}, isBusy, nil); err != nil {
 			return fmt.Errorf("read synchronous: %w", err)
 		}
 		if sync < 2 {
@@ -182,13 +193,13 @@ func (l *Ledger) init(ctx context.Context) error {
 				return fmt.Errorf("cannot switch to WAL: journal_mode is %q", mode)
 			}
 			return nil
-		}, nil)
+		}, isBusy, nil)
 		if err != nil {
 			return fmt.Errorf("set WAL mode: %w", err)
 		}
 		return retryBusy(ctx, func() error {
 			return l.tryWrite(ctx, func(tx *sql.Tx) error { return createSchema(ctx, tx) })
-		}, nil)
+		}, isBusy, nil)
 	})
 }
 
@@ -269,21 +280,26 @@ func createSchema(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// Path is the ledger file's absolute path.
+// Path is the ledger file's absolute path; for a ledger in PostgreSQL, the
+// database's host, port and name (statedb.DB.Where).
 func (l *Ledger) Path() string { return l.path }
 
 // Close writes the pending reuse entries (see RecordReuse), waits for
 // writes in progress and closes the ledger's connections. Every entry
-// appended before has then been committed. Later calls
-// return the first call's result.
+// appended before has then been committed. A ledger in PostgreSQL leaves
+// the caller's statedb.DB open: the other state stores share it. Later
+// calls return the first call's result.
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
 		l.stopReuses()      // pending reuse entries are written first
 		l.wmu <- struct{}{} // held for good: no write starts after this
 		close(l.closed)
-		errs := []error{l.db.Close()}
-		if !l.readOnly {
-			errs = append(errs, l.wdb.Close(), l.flock.close())
+		var errs []error
+		if !l.pg() {
+			errs = append(errs, l.db.Close())
+			if !l.readOnly {
+				errs = append(errs, l.wdb.Close(), l.flock.close())
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			l.closeErr = fmt.Errorf("budget: close ledger: %w", err)
@@ -295,8 +311,9 @@ func (l *Ledger) Close() error {
 // errClosed is returned by writes on a closed Ledger.
 var errClosed = errors.New("ledger is closed")
 
-// locked runs fn holding this Ledger's write slot and the cross-process
-// writer lock (see writerLock).
+// locked runs fn holding this Ledger's write slot and, in SQLite, the
+// cross-process writer lock (see writerLock). In PostgreSQL the write
+// transaction serialises itself on the head row (see lockHead).
 func (l *Ledger) locked(ctx context.Context, fn func() error) error {
 	if l.readOnly {
 		return errReadOnly
@@ -307,6 +324,10 @@ func (l *Ledger) locked(ctx context.Context, fn func() error) error {
 		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if l.flock == nil {
+		defer func() { <-l.wmu }()
+		return fn()
 	}
 	ok, err := l.flock.tryLock()
 	if err == nil && !ok {
@@ -364,14 +385,28 @@ func (l *Ledger) waitFlock(ctx context.Context) error {
 // Between tries it calls refuse (if not nil), which may end the wait with an
 // error found without the lock: a refusal that a snapshot already justifies
 // stands, because spends only grow.
+//
+// In PostgreSQL the transaction is READ COMMITTED and fn runs after
+// lockHead has taken the head row FOR UPDATE, the one lock every writer of
+// the ledger takes first; a transaction that loses a race anyway
+// (statedb.IsRetryable) is run again in the same way.
 func (l *Ledger) write(ctx context.Context, fn func(*sql.Tx) error, refuse func(context.Context) error) error {
+	if l.pg() {
+		inner := fn
+		fn = func(tx *sql.Tx) error {
+			if err := lockHead(ctx, tx); err != nil {
+				return err
+			}
+			return inner(tx)
+		}
+	}
 	return l.locked(ctx, func() error {
-		return retryBusy(ctx, func() error { return l.tryWrite(ctx, fn) }, refuse)
+		return retryBusy(ctx, func() error { return l.tryWrite(ctx, fn) }, l.retryable, refuse)
 	})
 }
 
 func (l *Ledger) tryWrite(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := l.wdb.BeginTx(ctx, nil)
+	tx, err := l.wdb.BeginTx(ctx, l.writeTxOptions())
 	if err != nil {
 		return fmt.Errorf("begin write transaction: %w", err)
 	}
@@ -388,15 +423,16 @@ func (l *Ledger) tryWrite(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// retryBusy calls try until it returns something other than SQLITE_BUSY,
-// busyTimeout passes, or ctx ends; between tries it calls between (if not
-// nil), whose error ends the wait.
-func retryBusy(ctx context.Context, try func() error, between func(context.Context) error) error {
+// retryBusy calls try until it returns something that busy does not
+// report (SQLITE_BUSY, or a lost race in PostgreSQL), busyTimeout passes,
+// or ctx ends; between tries it calls between (if not nil), whose error
+// ends the wait.
+func retryBusy(ctx context.Context, try func() error, busy func(error) bool, between func(context.Context) error) error {
 	deadline := time.Now().Add(busyTimeout)
 	sleep := 200 * time.Microsecond
 	for {
 		err := try()
-		if !isBusy(err) {
+		if !busy(err) {
 			return err
 		}
 		if time.Now().After(deadline) {
@@ -447,10 +483,10 @@ func isBusy(err error) bool {
 	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
-// read runs fn in one read transaction: a consistent snapshot (WAL), which
-// does not block writers.
+// read runs fn in one read transaction: a consistent snapshot (WAL in
+// SQLite, REPEATABLE READ in PostgreSQL), which does not block writers.
 func (l *Ledger) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := l.db.BeginTx(ctx, l.readTxOptions())
 	if err != nil {
 		return fmt.Errorf("begin read transaction: %w", err)
 	}

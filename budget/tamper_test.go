@@ -287,9 +287,11 @@ func TestSignedHeadExposesConsistentRewrite(t *testing.T) {
 	}
 }
 
-func TestSignHead(t *testing.T) {
+func TestSignHead(t *testing.T) { forBackends(t, testSignHead) }
+
+func testSignHead(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,11 @@ import (
 // A charge under a privacy unit records the unit and its bounds, verifies,
 // and is refused when its ε or ρ does not cover its row-level calibration
 // times min(k, g·r).
-func TestChargeRecordsUnit(t *testing.T) {
+func TestChargeRecordsUnit(t *testing.T) { forBackends(t, testChargeRecordsUnit) }
+
+func testChargeRecordsUnit(t *testing.T, open opener) {
 	ctx := context.Background()
-	l, _ := openTest(t)
+	l := open(t)
 	c := lapCharge("alice", 0.5, "events")
 	c.Unit = &UnitBound{Column: "user_id", MaxRows: 10, MaxGroups: 2, MaxRowsPerGroup: 3, RowEpsilon: 0.5 / 6}
 	if _, err := l.Charge(ctx, c, nil); err != nil {

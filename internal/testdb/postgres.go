@@ -31,6 +31,17 @@ const PostgresPassword = "dpproxy-test"
 // it as the postgres user (PostgreSQL refuses to run as root), durable
 // writes off (a test server), on a free loopback port.
 func StartPostgres(ctx context.Context) (*Server, error) {
+	return startPostgres(ctx, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+}
+
+// StartPostgresDurable is StartPostgres with PostgreSQL's durable defaults
+// (fsync, synchronous_commit and full_page_writes on), for benchmarks
+// that compare commit costs with SQLite's synchronous=FULL. Settings given
+// on the command line cannot be changed by ALTER SYSTEM, hence a server of
+// its own.
+func StartPostgresDurable(ctx context.Context) (*Server, error) { return startPostgres(ctx) }
+
+func startPostgres(ctx context.Context, durability ...string) (*Server, error) {
 	bin := postgresBin()
 	if bin == "" {
 		return nil, fmt.Errorf("postgresql: %w (no /usr/lib/postgresql/*/bin/initdb)", ErrMissing)
@@ -69,9 +80,10 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 		return fail(err)
 	}
 	chown(logFile, "postgres")
-	srv := asUser("postgres", filepath.Join(bin, "postgres"), "-D", data, "-k", dir, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "shared_buffers=256MB", "-c", "max_connections=100", "-c", "max_parallel_workers_per_gather=2")
+	args := append([]string{filepath.Join(bin, "postgres"), "-D", data, "-k", dir, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1"}, durability...)
+	args = append(args, "-c", "shared_buffers=256MB", "-c", "max_connections=100", "-c", "max_parallel_workers_per_gather=2")
+	srv := asUser("postgres", args...)
 	srv.Stdout, srv.Stderr = lf, lf
 	detach(srv)
 	if err := srv.Start(); err != nil {
