@@ -229,7 +229,7 @@ func TestParseErrors(t *testing.T) {
 		{"tables missing", "database: d\nsources: {m: {driver: sqlite, path: p}}\n",
 			"catalog.yaml:1: tables: at least one table is required"},
 		{"unknown top-level key", "databse: d\n" + strings.SplitN(valid, "\n", 2)[1],
-			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, public_tables, users, ledger, tls, auth_plugin, server, cache)\n" +
+			"catalog.yaml:1: databse: unknown key (expected one of database, sources, tables, public_tables, users, ledger, tls, auth_plugin, server, cache, state)\n" +
 				"catalog.yaml:1: database: required"},
 		{"role", edit("role: analyst", "role: admin"),
 			`catalog.yaml:17: users.alice.role: must be analyst or auditor (got "admin")`},
