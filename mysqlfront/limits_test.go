@@ -244,7 +244,7 @@ func TestWaitTimeout(t *testing.T) {
 	if code != 4031 || state != "HY000" || p.seq != 0 {
 		t.Fatalf("idle session: %v", p)
 	}
-	if early := idle.deadline.Sub(time.Now()); early > 0 {
+	if early := time.Until(idle.deadline); early > 0 {
 		t.Fatalf("closed %v before its idle deadline (%s)", early, msg)
 	}
 	if !closedWithin(w, 5*time.Second) {
