@@ -3,7 +3,8 @@ package catalog
 import (
 	"fmt"
 	"math"
-	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/unitjoin"
 )
 
 // UnitJoin is a row source that joins protected tables of one privacy unit
@@ -29,25 +30,17 @@ type JoinedTable struct {
 }
 
 // String is the join as the joined table's name and EXPLAIN show it:
-// "events JOIN users ON users.user_id = events.user_id".
+// "events JOIN users ON users.user_id = events.user_id", the name the
+// parser gives the table a joined query reads (unitjoin.Name).
 func (j *UnitJoin) String() string {
 	if j == nil {
 		return ""
 	}
-	var b strings.Builder
+	ts := make([]unitjoin.Table, len(j.Tables))
 	for i, t := range j.Tables {
-		if i == 0 {
-			b.WriteString(t.Table)
-			continue
-		}
-		kind := " JOIN "
-		if t.Left {
-			kind = " LEFT JOIN "
-		}
-		o := j.Tables[t.On]
-		fmt.Fprintf(&b, "%s%s ON %s.%s = %s.%s", kind, t.Table, t.Table, t.Unit, o.Table, o.Unit)
+		ts[i] = unitjoin.Table{Table: t.Table, Unit: t.Unit, Left: t.Left, On: t.On}
 	}
-	return b.String()
+	return unitjoin.Name(ts)
 }
 
 // JoinedColumn is the name of table's column col in a joined table:

@@ -150,8 +150,44 @@ func hasAggCompare(p parser.Pred) bool {
 	return false
 }
 
-// keys resolves the GROUP BY keys: plain columns, and the expression groups.
+// keys resolves the GROUP BY keys: plain columns, and the expression groups
+// with their indicators and labels.
 func (qc *queryCompiler) keys() error {
+	if err := qc.orderKeys(); err != nil {
+		return err
+	}
+	if len(qc.exprKeys) == 0 {
+		qc.q.ExprGroups = []ExprGroup{{}}
+		qc.groups = []Linear{ones(len(qc.w.Columns))}
+		qc.groupVals = [][]val{nil}
+		return nil
+	}
+	var names []string
+	for _, e := range qc.exprKeys {
+		names = append(names, parser.ExprColumns(e)...)
+	}
+	cols, err := qc.axes(names, "group statement")
+	if err != nil {
+		return err
+	}
+	member, ntuples, err := qc.exprGroups(cols)
+	if err != nil {
+		return err
+	}
+	if err := qc.checkCellLimit(); err != nil {
+		return err
+	}
+	if err := qc.groupIndicators(cols, member, ntuples); err != nil {
+		return err
+	}
+	qc.labelExprGroups()
+	return nil
+}
+
+// orderKeys lists the GROUP BY keys as written: the parser keeps plain
+// columns (GroupBy) apart from expressions (GroupExprs, with their
+// positions), and they are merged back here.
+func (qc *queryCompiler) orderKeys() error {
 	src, q := qc.src, qc.q
 	n := len(src.GroupBy) + len(src.GroupExprs)
 	exprAt := map[int]int{}
@@ -177,31 +213,22 @@ func (qc *queryCompiler) keys() error {
 		q.Keys = append(q.Keys, Key{Plain: len(q.GroupCols), Expr: -1, Text: name})
 		q.GroupCols = append(q.GroupCols, j)
 	}
-	d := len(qc.w.Columns)
-	if len(qc.exprKeys) == 0 {
-		q.ExprGroups = []ExprGroup{{}}
-		qc.groups = []Linear{ones(d)}
-		qc.groupVals = [][]val{nil}
-		return nil
-	}
-	var names []string
-	for _, e := range qc.exprKeys {
-		names = append(names, parser.ExprColumns(e)...)
-	}
-	cols, err := qc.axes(names, "group statement")
-	if err != nil {
-		return err
-	}
-	what := "GROUP BY " + q.Keys[0].Text
+	return nil
+}
+
+// exprGroups evaluates the expression keys on every tuple of cols and
+// makes one group per distinct key tuple (qc.groupVals). member maps each
+// of the ntuples tuples to its group, -1 for none.
+func (qc *queryCompiler) exprGroups(cols []int) (member []int, ntuples int, err error) {
+	what := "GROUP BY " + qc.q.Keys[0].Text
 	byKey := map[string]int{}
-	var member []int // tuple → group, -1 for none
 	tuple := make([]val, len(qc.exprKeys))
 	// Only the tuples the WHERE admits make groups: a group the WHERE
 	// excludes by construction is not returned, so it neither counts
 	// towards maxGroups nor needs an indicator (a Grafana time filter
 	// around an hourly bucket over a year of bins admits one week's).
 	admitted := countPerGroup(qc.base, qc.w.Sizes(), cols)
-	ntuples, err := qc.enumerate(cols, what, func(i int, en env, dropped bool) error {
+	ntuples, err = qc.enumerate(cols, what, func(i int, en env, dropped bool) error {
 		member = append(member, -1)
 		if dropped || admitted[i] < 0.5 {
 			return nil
@@ -234,16 +261,25 @@ func (qc *queryCompiler) keys() error {
 		member[i] = g
 		return nil
 	})
-	if err != nil {
-		return err
-	}
+	return member, ntuples, err
+}
+
+// checkCellLimit refuses keys whose groups (plain groups times expression
+// groups) exceed the table's max_cells.
+func (qc *queryCompiler) checkCellLimit() error {
 	limit := qc.w.Table.MaxCells
 	if limit <= 0 {
 		limit = catalog.DefaultMaxCells
 	}
-	if groups := float64(q.Groups(qc.w)) * float64(len(qc.groupVals)); groups > float64(limit) {
+	if groups := float64(qc.q.Groups(qc.w)) * float64(len(qc.groupVals)); groups > float64(limit) {
 		return parser.Errorf(parser.CodeDPRefused, "the GROUP BY keys have %.0f groups over the declared domain, more than the cell limit of table %s (max_cells %d); group by fewer or coarser keys", groups, qc.w.Table.Name, limit)
 	}
+	return nil
+}
+
+// groupIndicators makes each expression group's indicator over the
+// domain (qc.groups) from the tuples of cols it holds.
+func (qc *queryCompiler) groupIndicators(cols, member []int, ntuples int) error {
 	members := make([][]int, len(qc.groupVals))
 	for i, m := range member {
 		if m >= 0 {
@@ -261,7 +297,12 @@ func (qc *queryCompiler) keys() error {
 		}
 		qc.groups = append(qc.groups, l)
 	}
-	// Labels: a key whose values mix text and numbers is text, as in MySQL.
+	return nil
+}
+
+// labelExprGroups gives each expression group its output labels. A key
+// whose values mix text and numbers is text, as in MySQL.
+func (qc *queryCompiler) labelExprGroups() {
 	for k := range qc.exprKeys {
 		text := false
 		for _, vs := range qc.groupVals {
@@ -280,9 +321,8 @@ func (qc *queryCompiler) keys() error {
 		for _, v := range vs {
 			labels = append(labels, v.label())
 		}
-		q.ExprGroups = append(q.ExprGroups, ExprGroup{Labels: labels})
+		qc.q.ExprGroups = append(qc.q.ExprGroups, ExprGroup{Labels: labels})
 	}
-	return nil
 }
 
 // rows lists the output groups: every (plain group, expression group) on

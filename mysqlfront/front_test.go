@@ -690,7 +690,9 @@ func TestClientDisconnectMidQuery(t *testing.T) {
 		t.Fatal("cancelled query succeeded")
 	}
 	close(h.fb.release) // the server now writes to a closed connection
-	time.Sleep(50 * time.Millisecond)
+	// The session's place is freed when vitess's handler of the connection
+	// ends, after the answer was written and the closed socket seen.
+	waitAdmission(t, h.srv, func(_, sessions int) bool { return sessions == 0 })
 
 	var n int64
 	if err := h.analyst("").QueryRowContext(ctx(t), "SELECT COUNT(*) FROM adult").Scan(&n); err != nil || n != 1234 {

@@ -131,8 +131,82 @@ func TestMaxConnectionsCountsSessions(t *testing.T) {
 	}
 }
 
+// deadlineListener records, per client address, the read deadlines the
+// server sets on the connections it accepts, and when it set them. On a
+// session, readCommand sets two per command: the idle deadline (now plus
+// @@wait_timeout) while it waits for the command, then netReadTimeout once
+// the command's first byte is in. They are the observable facts of the idle
+// timeout, so tests need not sleep through it.
+type deadlineListener struct {
+	net.Listener
+	mu      sync.Mutex
+	set     map[string][]deadlineSet
+	changed chan struct{} // closed and replaced at each record
+}
+
+// deadlineSet is one SetReadDeadline: the deadline, and a time taken just
+// after the server computed it from time.Now.
+type deadlineSet struct{ deadline, at time.Time }
+
+func newDeadlineListener(l net.Listener) *deadlineListener {
+	return &deadlineListener{Listener: l, set: map[string][]deadlineSet{}, changed: make(chan struct{})}
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c, l: l}, nil
+}
+
+type deadlineConn struct {
+	net.Conn
+	l *deadlineListener
+}
+
+func (c *deadlineConn) SetReadDeadline(d time.Time) error {
+	at := time.Now()
+	c.l.mu.Lock()
+	addr := c.RemoteAddr().String()
+	c.l.set[addr] = append(c.l.set[addr], deadlineSet{deadline: d, at: at})
+	close(c.l.changed)
+	c.l.changed = make(chan struct{})
+	c.l.mu.Unlock()
+	return c.Conn.SetReadDeadline(d)
+}
+
+// idleDeadline waits until the server has armed the idle deadline before
+// the n-th command (from 1) of client's session, and returns it.
+func (l *deadlineListener) idleDeadline(t testing.TB, client net.Conn, n int) deadlineSet {
+	t.Helper()
+	guard := time.NewTimer(time.Minute) // against hanging, not a timing target
+	defer guard.Stop()
+	for {
+		l.mu.Lock()
+		set, changed := l.set[client.LocalAddr().String()], l.changed
+		l.mu.Unlock()
+		if len(set) >= 2*n-1 {
+			return set[2*n-2]
+		}
+		select {
+		case <-changed:
+		case <-guard.C:
+			t.Fatalf("the idle deadline before command %d was never set (%d read deadlines)", n, len(set))
+		}
+	}
+}
+
 func TestWaitTimeout(t *testing.T) {
-	h, _ := startLimited(t, catalog.Server{WaitTimeout: 2 * time.Second, InteractiveTimeout: 3 * time.Second})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := newDeadlineListener(l)
+	h := startWith(t, func(c *Config) {
+		c.Listener = dl
+		c.Catalog.Server = catalog.Server{WaitTimeout: 2 * time.Second, InteractiveTimeout: 3 * time.Second}
+	})
 	for _, c := range []struct {
 		extra             uint32
 		wait, interactive string
@@ -145,16 +219,23 @@ func TestWaitTimeout(t *testing.T) {
 		}
 	}
 
-	// A session idle past its wait_timeout gets 4031 and is closed;
-	// SET SESSION wait_timeout changes it.
+	// A session idle past its wait_timeout gets 4031 and is closed, not
+	// before; SET SESSION wait_timeout changes it.
 	w := mustLoginWire(t, h.addr, 0)
 	if ps, err := w.query("SET SESSION wait_timeout = 1"); err != nil || len(ps) != 1 || ps[0].isErr() {
 		t.Fatalf("SET: %v %v", ps, err)
 	}
+	sent := time.Now()
 	if v, err := w.queryValue("SELECT @@wait_timeout"); err != nil || v != "1" {
 		t.Fatalf("@@wait_timeout after SET: %q %v", v, err)
 	}
-	start := time.Now()
+	// The deadline is 1s after a moment between the last command's sending
+	// and the arming.
+	idle := dl.idleDeadline(t, w, 3)
+	if idle.deadline.Before(sent.Add(time.Second)) || idle.deadline.After(idle.at.Add(time.Second)) {
+		t.Fatalf("idle deadline %v after the last command, %v after it was set; want 1s",
+			idle.deadline.Sub(sent), idle.deadline.Sub(idle.at))
+	}
 	p, err := w.read(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -163,19 +244,24 @@ func TestWaitTimeout(t *testing.T) {
 	if code != 4031 || state != "HY000" || p.seq != 0 {
 		t.Fatalf("idle session: %v", p)
 	}
-	if took := time.Since(start); took < 800*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("closed after %v, want about 1s (%s)", took, msg)
+	if early := time.Until(idle.deadline); early > 0 {
+		t.Fatalf("closed %v before its idle deadline (%s)", early, msg)
 	}
-	if !closedWithin(w, time.Second) {
+	if !closedWithin(w, 5*time.Second) {
 		t.Fatal("idle session left open")
 	}
 
-	// A session that keeps talking is not closed.
+	// A session that keeps talking is not closed: each command sets the
+	// idle deadline wait_timeout after itself again (the deadline is the
+	// only thing that closes it, above).
 	w = mustLoginWire(t, h.addr, 0)
-	for range 5 {
-		time.Sleep(700 * time.Millisecond)
+	for n := 1; n <= 5; n++ {
+		sent := time.Now()
 		if v, err := w.queryValue("SELECT 1"); err != nil || v != "1" {
 			t.Fatalf("active session: %q %v", v, err)
+		}
+		if idle := dl.idleDeadline(t, w, n+1); idle.deadline.Before(sent.Add(2 * time.Second)) {
+			t.Fatalf("after command %d, the idle deadline is %v after it; want wait_timeout (2s)", n, idle.deadline.Sub(sent))
 		}
 	}
 }
@@ -219,6 +305,20 @@ func TestAcceptErrorsDoNotStopTheServer(t *testing.T) {
 	}
 }
 
+// accepting waits until the server at addr is in its accept loop: only a
+// connection that loop took gets a greeting.
+func accepting(t *testing.T, addr string) {
+	t.Helper()
+	w, err := dialWire(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.greeting(); err != nil {
+		t.Fatalf("no greeting: %v", err)
+	}
+}
+
 // TestListenerDeathEndsStart: a listener closed under the server (not by
 // Close) makes Start return an error, so that serve exits non-zero.
 func TestListenerDeathEndsStart(t *testing.T) {
@@ -234,7 +334,7 @@ func TestListenerDeathEndsStart(t *testing.T) {
 	defer srv.Close()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start() }()
-	time.Sleep(50 * time.Millisecond)
+	accepting(t, l.Addr().String())
 	l.Close()
 	select {
 	case err := <-errc:
@@ -246,14 +346,17 @@ func TestListenerDeathEndsStart(t *testing.T) {
 	}
 
 	// After Close, Start returns nil.
-	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Listener = l2
 	srv2, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { errc <- srv2.Start() }()
-	time.Sleep(50 * time.Millisecond)
+	accepting(t, l2.Addr().String())
 	srv2.Close()
 	if err := <-errc; err != nil {
 		t.Fatalf("Start after Close: %v", err)

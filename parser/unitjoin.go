@@ -1,10 +1,11 @@
 package parser
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/dolthub/vitess/go/vt/sqlparser"
+
+	"github.com/dpproxy/dpproxy/internal/unitjoin"
 )
 
 // Units reports the privacy unit column of a protected table (lower-case
@@ -21,34 +22,15 @@ type UnitJoin struct {
 	Tables []UnitJoinTable // in FROM order
 }
 
-// UnitJoinTable is one protected table of a UnitJoin.
-type UnitJoinTable struct {
-	Table string // lower-case
-	Unit  string // its unit column, lower-case
-	Left  bool   // LEFT JOIN; false for the first table
-	// On is the index of the earlier table whose unit the ON clause
-	// equates with this table's (0 for the first table).
-	On int
-}
+// UnitJoinTable is one protected table of a UnitJoin: its name, unit
+// column, join kind and the earlier table its ON names. It is the type the
+// join's name is written from (unitjoin.Name), so that the parser and the
+// catalog name a join alike.
+type UnitJoinTable = unitjoin.Table
 
 // Name is the joined table's name: "events JOIN users ON users.user_id =
-// events.user_id", as catalog.UnitJoin.String writes it.
-func (j *UnitJoin) Name() string {
-	var b strings.Builder
-	for i, t := range j.Tables {
-		if i == 0 {
-			b.WriteString(t.Table)
-			continue
-		}
-		kind := " JOIN "
-		if t.Left {
-			kind = " LEFT JOIN "
-		}
-		o := j.Tables[t.On]
-		fmt.Fprintf(&b, "%s%s ON %s.%s = %s.%s", kind, t.Table, t.Table, t.Unit, o.Table, o.Unit)
-	}
-	return b.String()
-}
+// events.user_id", as catalog.UnitJoin.String writes it (unitjoin.Name).
+func (j *UnitJoin) Name() string { return unitjoin.Name(j.Tables) }
 
 const unitJoinHelp = "protected tables of one privacy unit space are joined on their unit: FROM events e [LEFT] JOIN users u ON e.user_id = u.user_id [AND ...]"
 

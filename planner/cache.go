@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/internal/cache"
 	"github.com/dpproxy/dpproxy/internal/flight"
 )
 
@@ -21,27 +22,36 @@ import (
 // what: the optimisers stop by counted work (effort.go), so a plan is the
 // same from a warm Planner, a cold one and the package-level Choose.
 type Planner struct {
-	// MaxEntries bounds each cache (oldest entries are evicted first).
-	// Zero means 256.
-	MaxEntries int
-	// MaxBytes bounds the memory both caches hold together, estimated from
-	// their matrices (oldest entries are evicted first). Zero means
-	// catalog.DefaultPlanCacheBytes.
+	// MaxBytes bounds the memory the cached columns and plans hold
+	// together, estimated from their matrices; the least recently used go
+	// first. Zero means catalog.DefaultPlanCacheBytes.
 	MaxBytes int64
 
-	mu       sync.Mutex
-	columns  map[string]*columnEntry // optimised columns (a FIFO)
-	colFIFO  []string
-	plans    map[string]*Plan
-	planFIFO []string
-	bytes    map[string]int64 // per cached key ("c"+column key or "p"+plan key)
-	used     int64
-	noCache  bool
+	// mu guards the creation of entries, at first use: MaxBytes may be set
+	// after New.
+	mu sync.Mutex
+	// entries holds both caches in one LRU, so that one bound covers
+	// them: optimised columns under "c"+column key, plans under
+	// "p"+fingerprint.
+	entries *cache.LRU[string, cached]
+	noCache bool
 	// optimising merges concurrent optimisations of one column key.
 	optimising flight.Group[string, *columnEntry]
 	// optimiser replaces runOptimiser in tests (nil: runOptimiser).
 	optimiser func(context.Context, Gram, catalog.NoiseFamily, float64) (*colOpt, optInfo, error)
 }
+
+// cached is one entry of the Planner's cache: an optimised column or a
+// plan.
+type cached struct {
+	column *columnEntry
+	plan   *Plan
+}
+
+// entryBytes is what any cached entry costs besides its matrices (its key,
+// the entry, the cache's bookkeeping), so that entries without matrices
+// (a column too small to optimise) are bounded too.
+const entryBytes = 256
 
 // errOptimiserPanicked is what requests waiting on a column get when the
 // optimiser computing it panicked.
@@ -62,13 +72,6 @@ type optInfo struct {
 	cert    *GaussCertificate
 	seconds float64
 	work    float64 // estimated work spent (a cache hit reports it too)
-}
-
-func (pl *Planner) maxEntries() int {
-	if pl.MaxEntries > 0 {
-		return pl.MaxEntries
-	}
-	return 256
 }
 
 // optimised returns the optimised strategy for Gram g under the noise
@@ -130,82 +133,51 @@ func (e *columnEntry) hit() optInfo {
 	return info
 }
 
+// lru is the Planner's cache, made at its first use.
+func (pl *Planner) lru() *cache.LRU[string, cached] {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.entries == nil {
+		limit := pl.MaxBytes
+		if limit <= 0 {
+			limit = catalog.DefaultPlanCacheBytes
+		}
+		pl.entries = cache.New[string, cached](limit)
+	}
+	return pl.entries
+}
+
 // cachedColumn returns the cached outcome of column key, or nil.
 func (pl *Planner) cachedColumn(key string) *columnEntry {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return pl.columns[key]
+	c, _ := pl.lru().Get("c" + key)
+	return c.column
 }
 
-// cacheColumn caches a successful optimisation of column key, evicting the
-// oldest column past MaxEntries and the oldest entries past MaxBytes.
+// cacheColumn caches a successful optimisation of column key, unless one
+// is cached already; least recently used entries go past MaxBytes.
 func (pl *Planner) cacheColumn(key string, e *columnEntry) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.columns == nil {
-		pl.columns = map[string]*columnEntry{}
+	pl.lru().Add("c"+key, cached{column: e}, columnBytes(e))
+}
+
+// columnBytes estimates what a cached column holds: an optimised column
+// keeps dense n × n matrices, A, A⁺ and the Gram, or with classes A, A⁺
+// and an n × r factor.
+func columnBytes(e *columnEntry) int64 {
+	if e.opt == nil {
+		return entryBytes
 	}
-	if _, ok := pl.columns[key]; ok {
-		return
-	}
-	pl.columns[key] = e
-	pl.colFIFO = append(pl.colFIFO, key)
-	if len(pl.colFIFO) > pl.maxEntries() {
-		pl.forget("c" + pl.colFIFO[0])
-		delete(pl.columns, pl.colFIFO[0])
-		pl.colFIFO = pl.colFIFO[1:]
-	}
-	if pl.columns[key] != e || e.opt == nil {
-		return
-	}
-	// An optimised column keeps dense n × n matrices: A, A⁺ and the Gram.
 	n := int64(e.opt.n)
-	if e.opt.classOf != nil { // A, A⁺ and an n × r factor
+	if e.opt.classOf != nil {
 		m, _ := e.opt.cs.A.Dims()
 		_, r := e.opt.cs.gramFactor.Dims()
-		pl.charge("c"+key, 8*(2*int64(m)*n+n*int64(r)+2*n)+256)
-	} else {
-		pl.charge("c"+key, 3*8*n*n+8*n+256)
+		return 8*(2*int64(m)*n+n*int64(r)+2*n) + entryBytes
 	}
-}
-
-func (pl *Planner) maxBytes() int64 {
-	if pl.MaxBytes > 0 {
-		return pl.MaxBytes
-	}
-	return catalog.DefaultPlanCacheBytes
-}
-
-// charge records a cached entry's bytes and evicts the oldest entries of
-// either cache while the total is over MaxBytes. pl.mu is held.
-func (pl *Planner) charge(key string, n int64) {
-	if pl.bytes == nil {
-		pl.bytes = map[string]int64{}
-	}
-	pl.forget(key)
-	pl.bytes[key] = n
-	pl.used += n
-	for pl.used > pl.maxBytes() && (len(pl.colFIFO) > 0 || len(pl.planFIFO) > 0) {
-		if len(pl.planFIFO) > 0 && (len(pl.colFIFO) == 0 || pl.bytes["p"+pl.planFIFO[0]] >= pl.bytes["c"+pl.colFIFO[0]]) {
-			pl.forget("p" + pl.planFIFO[0])
-			delete(pl.plans, pl.planFIFO[0])
-			pl.planFIFO = pl.planFIFO[1:]
-			continue
-		}
-		pl.forget("c" + pl.colFIFO[0])
-		delete(pl.columns, pl.colFIFO[0])
-		pl.colFIFO = pl.colFIFO[1:]
-	}
-}
-
-func (pl *Planner) forget(key string) {
-	pl.used -= pl.bytes[key]
-	delete(pl.bytes, key)
+	return 3*8*n*n + 8*n + entryBytes
 }
 
 // planBytes estimates what a cached plan holds: its matrices.
 func planBytes(p *Plan) int64 {
-	n := int64(512)
+	n := int64(2 * entryBytes)
 	dense := func(m interface{ Dims() (int, int) }) int64 {
 		if m == nil {
 			return 0
@@ -277,37 +249,23 @@ func (pl *Planner) cachedPlan(key string) *Plan {
 	if pl.noCache {
 		return nil
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	p := pl.plans[key]
-	if p == nil {
+	c, _ := pl.lru().Get("p" + key)
+	if c.plan == nil {
 		return nil
 	}
-	cp := *p
-	cp.Candidates = append([]Candidate(nil), p.Candidates...)
+	cp := *c.plan
+	cp.Candidates = append([]Candidate(nil), c.plan.Candidates...)
 	return &cp
 }
 
+// storePlan caches a copy of p for the fingerprint, replacing any plan
+// there; least recently used entries go past MaxBytes.
 func (pl *Planner) storePlan(key string, p *Plan) {
 	if pl.noCache {
 		return
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.plans == nil {
-		pl.plans = map[string]*Plan{}
-	}
-	if _, ok := pl.plans[key]; !ok {
-		pl.planFIFO = append(pl.planFIFO, key)
-		if len(pl.planFIFO) > pl.maxEntries() {
-			pl.forget("p" + pl.planFIFO[0])
-			delete(pl.plans, pl.planFIFO[0])
-			pl.planFIFO = pl.planFIFO[1:]
-		}
-	}
 	cp := *p
-	pl.plans[key] = &cp
-	pl.charge("p"+key, planBytes(p))
+	pl.lru().Put("p"+key, cached{plan: &cp}, planBytes(p))
 }
 
 // fingerprint identifies a workload's structure and the options: equal

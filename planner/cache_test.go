@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +64,15 @@ func TestOptimisedWaiterOutlivesCancelledRunner(t *testing.T) {
 		}
 		return identityOpt(g.N()), optInfo{work: 7}, nil
 	}
+	// Both waiters have queued on the runner's optimisation when three
+	// callers have joined it.
+	queued := make(chan struct{})
+	var once sync.Once
+	pl.optimising.Joined = func(_ string, waiters int) {
+		if waiters == 3 {
+			once.Do(func() { close(queued) })
+		}
+	}
 	g := PrefixGram{Size: 16}
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
@@ -90,7 +100,11 @@ func TestOptimisedWaiterOutlivesCancelledRunner(t *testing.T) {
 		o, info, err := pl.optimised(context.Background(), g, catalog.Laplace, workOf(1))
 		waiter <- res{o, info, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // let both waiters queue on the entry
+	select {
+	case <-queued:
+	case <-time.After(time.Minute): // a failure bound, not a window the test relies on
+		t.Fatal("the waiters never joined the runner's optimisation")
+	}
 	cancelShort()
 	select {
 	case err := <-shortErr:

@@ -314,9 +314,7 @@ func TestPlanningStopsPromptlyWhenCancelled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("planning did not stop within 10 s of its context's cancellation")
 	}
-	pl.mu.Lock()
-	n := len(pl.columns)
-	pl.mu.Unlock()
+	n := pl.cachedColumns()
 	if n != 0 {
 		t.Fatalf("a cancelled optimisation left %d cache entries", n)
 	}

@@ -1,7 +1,8 @@
 // Package cache is the proxy's one in-memory cache: least recently used
 // entries go first once the entries' sizes, which the caller states, add up
 // to more than a bound in bytes. The histogram cache (sources), the answer
-// store's memory (engine) and the measurement cache (measure) use it.
+// store's memory (engine), the measurement cache (measure) and the
+// planner's cache of optimised columns and plans (planner) use it.
 package cache
 
 import (
