@@ -23,19 +23,32 @@ import (
 type Tree struct {
 	// N is the number of leaves (cells), B the branching.
 	N, B int
-	// Depth is the most nodes any leaf lies in (root to leaf): the L1
-	// column norm of the strategy; √Depth is its L2 norm.
+	// Depth is the most nodes any leaf lies in (root to leaf).
 	Depth int
+	// Weights[d] is the weight of the nodes at depth d (0: the root): a
+	// node's row of the strategy is Weights[d] on its range. nil means 1
+	// at every depth. A weight may be 0 (the level is not measured) except
+	// at the leaves' depths.
+	Weights []float64
 	// nodes in preorder (a parent before its children).
 	nodes []treeNode
 	// v[i] is Var(z_i)/σ² of node i's bottom-up estimate; f[i] the
-	// variance of its final estimate, per unit node variance.
+	// variance of its final estimate, per unit noise variance of a row.
 	v, f []float64
 }
 
 type treeNode struct {
 	lo, hi   int
+	depth    int32
 	children []int32
+}
+
+// weight is the weight of node id's row.
+func (t *Tree) weight(id int) float64 {
+	if t.Weights == nil {
+		return 1
+	}
+	return t.Weights[t.nodes[id].depth]
 }
 
 // MaxTreeCells bounds the cells of a Tree strategy: its nodes and their
@@ -51,7 +64,7 @@ func NewTree(n, b int) (*Tree, error) {
 	var build func(lo, hi, depth int) int
 	build = func(lo, hi, depth int) int {
 		id := len(t.nodes)
-		t.nodes = append(t.nodes, treeNode{lo: lo, hi: hi})
+		t.nodes = append(t.nodes, treeNode{lo: lo, hi: hi, depth: int32(depth - 1)})
 		t.Depth = max(t.Depth, depth)
 		size := hi - lo
 		if size <= 1 {
@@ -72,6 +85,22 @@ func NewTree(n, b int) (*Tree, error) {
 	return t, nil
 }
 
+// Weighted is t's shape with weights per depth (len Depth, positive at
+// every depth where a leaf lies).
+func (t *Tree) Weighted(weights []float64) (*Tree, error) {
+	if len(weights) != t.Depth {
+		return nil, fmt.Errorf("planner: %d weights for a tree of depth %d", len(weights), t.Depth)
+	}
+	for id, nd := range t.nodes {
+		if w := weights[nd.depth]; w < 0 || math.IsNaN(w) || math.IsInf(w, 0) || nd.children == nil && w == 0 {
+			return nil, fmt.Errorf("planner: tree weight %g at depth %d (node %d)", w, nd.depth, id)
+		}
+	}
+	out := &Tree{N: t.N, B: t.B, Depth: t.Depth, Weights: append([]float64(nil), weights...), nodes: t.nodes}
+	out.variances()
+	return out, nil
+}
+
 // variances fills v and f, the bottom-up and final variances per unit
 // node variance; they depend only on the tree's shape.
 func (t *Tree) variances() {
@@ -79,15 +108,19 @@ func (t *Tree) variances() {
 	t.f = make([]float64, len(t.nodes))
 	for id := len(t.nodes) - 1; id >= 0; id-- {
 		nd := &t.nodes[id]
+		w := t.weight(id)
 		if nd.children == nil {
-			t.v[id] = 1
+			t.v[id] = 1 / (w * w)
 			continue
 		}
 		s := 0.0
 		for _, c := range nd.children {
 			s += t.v[c]
 		}
-		t.v[id] = s / (s + 1)
+		t.v[id] = s
+		if w > 0 { // own row of variance 1/w², combined with the children's sum
+			t.v[id] = s / (s*w*w + 1)
+		}
 	}
 	t.f[0] = t.v[0]
 	for id := range t.nodes {
@@ -109,17 +142,41 @@ func (t *Tree) variances() {
 // Nodes is the number of measured counts.
 func (t *Tree) Nodes() int { return len(t.nodes) }
 
-// Sensitivity is the strategy's largest column norm: Depth (L1, Laplace)
-// or √Depth (L2, Gaussian). A cell lies in exactly one node per level of
-// its path, each with weight 1, and the deepest leaf's path is longest.
+// Sensitivity is the strategy's largest column norm: the most, over
+// cells, of the weights of the nodes on the cell's path (L1, Laplace) or
+// the square root of their squares' sum (L2, Gaussian) — Depth and
+// √Depth unweighted. A cell lies in exactly one node per depth of its
+// path and in no other.
 func (t *Tree) Sensitivity(fam catalog.NoiseFamily) float64 {
-	if fam == catalog.Gaussian {
-		return math.Sqrt(float64(t.Depth))
+	if t.Weights == nil {
+		if fam == catalog.Gaussian {
+			return math.Sqrt(float64(t.Depth))
+		}
+		return float64(t.Depth)
 	}
-	return float64(t.Depth)
+	most := 0.0
+	for id := range t.nodes {
+		if t.nodes[id].children != nil {
+			continue
+		}
+		s := 0.0
+		for d := 0; d <= int(t.nodes[id].depth); d++ {
+			w := t.Weights[d]
+			if fam == catalog.Gaussian {
+				w *= w
+			}
+			s += w
+		}
+		most = math.Max(most, s)
+	}
+	if fam == catalog.Gaussian {
+		return math.Sqrt(most)
+	}
+	return most
 }
 
-// Measure sets dst (len Nodes) to the exact node counts A·x, in preorder.
+// Measure sets dst (len Nodes) to the exact node counts in preorder
+// (unweighted: A·x for the unweighted tree).
 func (t *Tree) Measure(dst, x []float64) {
 	for id := len(t.nodes) - 1; id >= 0; id-- {
 		nd := &t.nodes[id]
@@ -136,13 +193,16 @@ func (t *Tree) Measure(dst, x []float64) {
 }
 
 // Consistent returns the generalised least-squares estimate of the cells
-// from noisy node counts y (preorder, independent noise of equal
-// variance): (AᵀA)⁻¹Aᵀy in O(nodes), never forming AᵀA.
+// from noisy node counts y (preorder; y_v = count_v + noise/w_v with w_v
+// the node's weight and the noise independent, of equal variance):
+// (AᵀA)⁻¹Aᵀ(w∘y) for the weighted strategy A, in O(nodes), never forming
+// AᵀA. Nodes of weight 0 are not measured (their y is ignored).
 //
 // Bottom-up, z_v is the least-squares estimate of node v's count from the
-// counts in its subtree, with variance v_v (a leaf: y_v, 1): the
-// inverse-variance mean of y_v and Σ_c z_c, whose variance is S = Σ_c v_c,
-// so z_v = (S·y_v + Σ_c z_c)/(S + 1) and v_v = S/(S + 1). Top-down, the
+// counts in its subtree, with variance v_v (a leaf: y_v, 1/w_v²): the
+// inverse-variance mean of y_v (variance u = 1/w_v²) and Σ_c z_c, whose
+// variance is S = Σ_c v_c, so z_v = (S·y_v + u·Σ_c z_c)/(S + u) and
+// v_v = S·u/(S + u) (unweighted: (S·y_v + Σ_c z_c)/(S + 1)). Top-down, the
 // root's estimate is z_root, and a child's is corrected by its share of
 // its parent's discrepancy, x̂_c = z_c + (v_c/S)(x̂_p − Σ_c' z_c') — the
 // smoothing step of a Gaussian tree model, which for a complete tree with
@@ -162,7 +222,11 @@ func (t *Tree) Consistent(y []float64) []float64 {
 			s += t.v[c]
 			sum += z[c]
 		}
-		z[id] = (s*y[id] + sum) / (s + 1)
+		z[id] = sum
+		if w := t.weight(id); w > 0 {
+			u := 1 / (w * w)
+			z[id] = (s*y[id] + u*sum) / (s + u)
+		}
 	}
 	out := make([]float64, t.N)
 	for id := range t.nodes { // z becomes x̂, a parent before its children

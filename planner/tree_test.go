@@ -136,3 +136,76 @@ func TestPlanTreeCalibration(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeErrorAgainstDense checks PrefixError, and the least squares of
+// weighted trees, against dense matrices: trace(LᵀL·(AᵀA)⁻¹) with A the
+// weighted strategy.
+func TestTreeErrorAgainstDense(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6)) // test data only, not noise
+	for _, n := range []int{1, 2, 5, 16, 33, 64} {
+		for _, b := range []int{2, 3, 4, 8} {
+			base, err := NewTree(n, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for trial := 0; trial < 3; trial++ {
+				tr := base
+				if trial > 0 {
+					w := make([]float64, base.Depth)
+					for d := range w {
+						w[d] = 0.2 + rng.Float64()
+					}
+					if trial == 2 && len(w) > 1 {
+						w[0] = 0 // the root unmeasured
+					}
+					if tr, err = base.Weighted(w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				a := treeMatrix(tr)
+				for id := range tr.nodes {
+					for i := 0; i < n; i++ {
+						a.Set(id, i, a.At(id, i)*tr.weight(id))
+					}
+				}
+				var ata, inv mat.Dense
+				ata.Mul(a.T(), a)
+				if err := inv.Inverse(&ata); err != nil {
+					t.Fatal(err)
+				}
+				want := 0.0
+				for k := 0; k < n; k++ {
+					for i := 0; i <= k; i++ {
+						for j := 0; j <= k; j++ {
+							want += inv.At(i, j)
+						}
+					}
+				}
+				if got := tr.PrefixError(); math.Abs(got-want) > 1e-8*math.Max(1, want) {
+					t.Fatalf("n=%d b=%d trial %d: PrefixError %v, dense %v", n, b, trial, got, want)
+				}
+				x := make([]float64, n)
+				for i := range x {
+					x[i] = float64(rng.IntN(9))
+				}
+				y := make([]float64, tr.Nodes())
+				tr.Measure(y, x)
+				ay := make([]float64, tr.Nodes()) // the weighted rows' noisy values
+				for id := range y {
+					ay[id] = y[id]*tr.weight(id) + rng.NormFloat64()
+					if w := tr.weight(id); w > 0 {
+						y[id] = ay[id] / w
+					}
+				}
+				var aty, gls mat.VecDense
+				aty.MulVec(a.T(), mat.NewVecDense(len(ay), ay))
+				gls.MulVec(&inv, &aty)
+				for i, v := range tr.Consistent(y) {
+					if math.Abs(v-gls.AtVec(i)) > 1e-8 {
+						t.Fatalf("n=%d b=%d trial %d: Consistent cell %d = %v, GLS %v", n, b, trial, i, v, gls.AtVec(i))
+					}
+				}
+			}
+		}
+	}
+}
