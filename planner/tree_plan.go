@@ -55,7 +55,7 @@ func sqrtPrefixOption(n int) (*colOpt, float64) {
 
 // treeWeightWork bounds the weight search of one branching's tree (the
 // PrefixError evaluations, at treeEvalCost each).
-const treeWeightWork = 0.4 * workRate
+const treeWeightWork = 1.5 * workRate
 
 // treeEvalCost is the work of one weighted tree's PrefixError (with its
 // variances): about 100 per leaf and level (timed at 2²⁰ cells on the
