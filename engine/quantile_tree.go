@@ -129,7 +129,15 @@ func treeCDF(m *measured) []float64 {
 func explainTree(t *catalog.Table, p *prepared, add func(k, v string)) {
 	tp := p.tree
 	add("strategy", treeName(tp)+"; least squares over the tree (Hay et al.'s consistency), then the CDF's running sums")
-	add("sensitivity", fmt.Sprintf("%g (the tree's depth: each bin lies in one node per level%s)", tp.Options.Unit.L1()*tp.Sensitivity, map[bool]string{true: ", L2", false: ", L1"}[tp.Options.Noise == catalog.Gaussian]))
+	norm := "L1: the tree's depth, each bin lying in one node per level"
+	if tp.Options.Noise == catalog.Gaussian {
+		norm = "L2: the square root of the tree's depth, each bin lying in one node per level"
+	}
+	sens := fmt.Sprintf("%g (%s)", tp.Sensitivity, norm)
+	if c := tp.Options.Unit.L1(); c != 1 {
+		sens = fmt.Sprintf("%g = %g per row (%s) × %g rows per unit", c*tp.Sensitivity, tp.Sensitivity, norm, c)
+	}
+	add("sensitivity", sens)
 	sd := math.Sqrt(tp.NodeVariance * tp.Tree.PrefixVarianceBound())
 	n := float64(tp.Tree.N)
 	add("prefix count stderr", fmt.Sprintf("at most %.4g (each prefix is at most %g nodes)", sd, tp.Tree.PrefixVarianceBound()))
