@@ -10,6 +10,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
 )
@@ -160,5 +161,13 @@ func BenchmarkTreeQuantile(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// TestTreeQuantileCap: compile's cap on a tree quantile's bins is the
+// planner's on a tree's cells.
+func TestTreeQuantileCap(t *testing.T) {
+	if compile.MaxTreeQuantileCells != planner.MaxTreeCells {
+		t.Fatalf("compile.MaxTreeQuantileCells %d, planner.MaxTreeCells %d", compile.MaxTreeQuantileCells, planner.MaxTreeCells)
 	}
 }

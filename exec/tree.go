@@ -36,7 +36,7 @@ func TreeCounts(w *compile.Workload, l compile.Linear, j int, cells []int, x []f
 		return nil, fmt.Errorf("exec: histogram has %d cells, workload %d", len(x), w.Cells())
 	}
 	if _, err := countTotal(x); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("exec: tree counts: %w", err)
 	}
 	weight := 0.0
 	for _, v := range planner.Dense(l, sizes) {
