@@ -362,6 +362,14 @@ type Item struct {
 	Prefix   []int
 	Values   []float64
 	Quantile float64
+	// Tree marks a quantile over a column of more than MaxQuantileCells
+	// bins: Prefix holds one base aggregate, the WHERE's weights on the
+	// column's value cells, whose histogram over column TreeCol the engine
+	// measures with a tree strategy; Cells[k] is the column cell of
+	// Values[k].
+	Tree    bool
+	TreeCol int
+	Cells   []int
 }
 
 // Compile turns parsed aggregate queries over one table into a workload.

@@ -612,12 +612,18 @@ func postFunc(name string, a []float64) float64 {
 // noise (exec calibrates to the strategy's largest column norm). The
 // isotonic regression and the search for the quantile are
 // post-processing.
-// MaxQuantileCells bounds the bins of a column DP_QUANTILE reads: its
-// prefix workload (a row per bin) is planned with hierarchical and
-// optimised strategies whose matrices are dense in the bins, which past
-// this takes minutes (a year of hourly bins, 8,760, is refused with 3900
-// rather than hang its client).
+// MaxQuantileCells bounds the bins of a column whose DP_QUANTILE is
+// compiled as a prefix workload (a row per bin) and planned like any
+// batch, with hierarchical and optimised strategies whose matrices are
+// dense in the bins. A longer column's quantile is a tree CDF item
+// (Item.Tree): measured by the engine with a b-ary tree strategy kept as
+// a tree (planner.Tree, O(n)), up to MaxTreeQuantileCells bins.
 const MaxQuantileCells = 1024
+
+// MaxTreeQuantileCells bounds the bins of a column any DP_QUANTILE reads:
+// planner.MaxTreeCells, the longest tree strategy (2²⁰ bins; five years of
+// hourly bins are 43,800).
+const MaxTreeQuantileCells = 1 << 20
 
 func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	c := qc.w.Table.Column(si.Column)
@@ -630,13 +636,16 @@ func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 	if si.Bar != parser.BarNone {
 		return Item{}, parser.Errorf(parser.CodeNotSupported, "error bars of DP_QUANTILE and DP_MEDIAN are not supported: EXPLAIN shows the standard errors of the CDF they come from")
 	}
-	if n := c.Declared(); n > MaxQuantileCells {
-		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE over %s needs the CDF over its %d bins, more than the %d a quantile is planned over in reasonable time; declare the column with a coarser width (or min and max closer together) for quantiles", c.Name, n, MaxQuantileCells)
+	if n := c.Declared(); n > MaxTreeQuantileCells {
+		return Item{}, parser.Errorf(parser.CodeDPRefused, "DP_QUANTILE over %s needs the CDF over its %d bins, more than the %d a quantile is measured over; declare the column with a coarser width (or min and max closer together) for quantiles", c.Name, n, MaxTreeQuantileCells)
 	}
 	j := qc.index[c.Name]
 	col := qc.w.Columns[j]
 	d := len(qc.w.Columns)
 	it := Item{Kind: ItemQuantile, Quantile: si.Quantile, Arg: c.Name, Plain: -1, ExprKey: -1}
+	if c.Declared() > MaxQuantileCells {
+		return qc.treeQuantile(it, c, j)
+	}
 	if c.IsTime() {
 		// A time's quantile is its bin's start, shown as a DATE or
 		// DATETIME, as a GROUP BY of the column labels its bins.
@@ -659,5 +668,41 @@ func (qc *queryCompiler) quantile(si parser.SelectItem) (Item, error) {
 		it.Prefix = append(it.Prefix, qc.addBase(Mul(qc.base, single(d, j, append([]float64(nil), prefix...)))))
 	}
 	it.Null = qc.nullRows(Mul(qc.base, single(d, j, prefix)))
+	return it, nil
+}
+
+// treeQuantile compiles DP_QUANTILE over a column of more than
+// MaxQuantileCells bins as a tree CDF item: one base aggregate, the rows
+// the WHERE admits with a value in the column's value cells (the last
+// prefix row, whose cell weights are the histogram's marginal weights),
+// and the cells' values. The prefix rows themselves are never built (n of
+// them, n cells each); the engine measures the masked column histogram
+// with a tree strategy and sums it (engine/quantile_tree.go).
+func (qc *queryCompiler) treeQuantile(it Item, c *catalog.Column, j int) (Item, error) {
+	col := qc.w.Columns[j]
+	d := len(qc.w.Columns)
+	if c.IsTime() {
+		it.LabelType = LabelDatetime
+		if c.DateOnly {
+			it.LabelType = LabelDate
+		}
+	}
+	values := make([]float64, col.Size())
+	for k, cell := range col.Cells() {
+		if cell.Kind != catalog.CellBin {
+			continue
+		}
+		values[k] = 1
+		v := col.Midpoint(cell)
+		if c.IsTime() {
+			v = cell.Lo
+		}
+		it.Values = append(it.Values, v)
+		it.Cells = append(it.Cells, k)
+	}
+	all := Mul(qc.base, single(d, j, values))
+	it.Tree, it.TreeCol = true, j
+	it.Prefix = []int{qc.addBase(all)}
+	it.Null = qc.nullRows(all)
 	return it, nil
 }

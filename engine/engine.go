@@ -394,6 +394,8 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		return e.distinct(ctx, s, t, p, sts)
 	case routeTopK:
 		return e.topK(ctx, s, t, p, sts)
+	case routeTree:
+		return e.treeQuantile(ctx, s, t, p, sts)
 	}
 	opt, cost, plan := p.opt, p.cost, p.plan
 	key := reuseKey(t, sts, opt)

@@ -69,6 +69,18 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	if p.route == routeDistinct {
 		return e.explainDistinct(t, p, res, queries)
 	}
+	if p.route == routeTree {
+		add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, p.opt.MaxCells)))
+		queries()
+		add("noise", string(p.opt.Noise))
+		add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(p.cost, t)))
+		explainTree(t, p, add)
+		if err := e.explainBudget(ctx, s, t, p.cost, add); err != nil {
+			return nil, err
+		}
+		add("charged", "nothing (EXPLAIN)")
+		return res, nil
+	}
 	opt, cost, plan, selEps := p.opt, p.cost, p.plan, p.selEps
 	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	queries()

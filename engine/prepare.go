@@ -19,6 +19,7 @@ const (
 	routeDistinct              // COUNT(DISTINCT unit): distinct.go
 	routeTopK                  // one top-k selection: topk.go
 	routeMeasured              // the matrix mechanism, with stored measurements (known.go)
+	routeTree                  // DP_QUANTILE over a long column: a tree strategy (quantile_tree.go)
 )
 
 // prepared is what a batch and its EXPLAIN both start from, so that the
@@ -35,6 +36,8 @@ type prepared struct {
 	selEps float64
 	// distinct is COUNT(DISTINCT unit)'s noise (routeDistinct).
 	distinct exec.DistinctNoise
+	// tree is a long column's quantile plan (routeTree).
+	tree *planner.TreePlan
 }
 
 // prepare compiles a batch (EXPLAIN statements as the queries they
@@ -52,6 +55,10 @@ func (e *Engine) prepare(ctx context.Context, s *Session, t *catalog.Table, sts 
 		return nil, err
 	}
 	p := &prepared{w: w}
+	tree, err := treeItem(w)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case !w.Measured():
 		p.route = routeKnown
@@ -61,6 +68,9 @@ func (e *Engine) prepare(ctx context.Context, s *Session, t *catalog.Table, sts 
 	case len(w.Queries) == 1 && isTopK(w, w.Queries[0]):
 		p.route = routeTopK
 		p.opt, p.cost, p.selEps, err = e.topKOptions(ctx, s, t, w)
+	case tree != nil:
+		p.route = routeTree
+		err = e.treeOptions(ctx, s, t, p, tree)
 	default:
 		p.route = routeMeasured
 		p.opt, p.cost, p.plan, err = e.options(ctx, s, t, w)

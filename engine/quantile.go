@@ -24,14 +24,26 @@ import (
 // at most z·s with probability ≥ 95%, s the largest standard error of the
 // prefix counts (EXPLAIN shows them) and z = Φ⁻¹(1 − 0.025/n) for n cells
 // by the union bound (normal approximation).
+//
+// A tree quantile (compile.Item.Tree) reads the CDF from the tree
+// measurement's consistent cell counts instead (treeCDF); the rest is the
+// same, and so is the bound, with s the tree's bound on the prefix counts'
+// standard error (explainTree).
 func quantile(q *compile.Query, it compile.Item, row compile.Row, m *measured) float64 {
-	f := make([]float64, len(it.Prefix))
-	for k, b := range it.Prefix {
-		a := aggAnswer(q, m, b, row)
-		if !a.known {
+	var f []float64
+	if it.Tree {
+		if f = treeCDF(m); f == nil {
 			return math.NaN()
 		}
-		f[k] = a.v
+	} else {
+		f = make([]float64, len(it.Prefix))
+		for k, b := range it.Prefix {
+			a := aggAnswer(q, m, b, row)
+			if !a.known {
+				return math.NaN()
+			}
+			f[k] = a.v
+		}
 	}
 	f = isotonic(f)
 	n := len(f)

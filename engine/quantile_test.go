@@ -242,19 +242,3 @@ func TestQuantileOfTimes(t *testing.T) {
 		t.Fatalf("got %v, want [%s %s]", got, wantD, wantTS)
 	}
 }
-
-// TestQuantileOfLongColumnRefused: a quantile over a year of hourly bins
-// (8,760) is refused with 3900 before anything is planned or charged,
-// rather than planning its CDF for minutes.
-func TestQuantileOfLongColumnRefused(t *testing.T) {
-	dir := t.TempDir()
-	writeVisits(t, filepath.Join(dir, "visits.sqlite"), 100)
-	eng, done := newTimeEngine(t, dir)
-	defer done()
-	_, err := eng.Answer(context.Background(), session("analyst", nil), []string{"SELECT DP_MEDIAN(ts) FROM visits"})
-	refusal(t, err, parser.CodeDPRefused, "its 8760 bins, more than the 1024")
-	es, err := eng.ledger.Entries(context.Background(), budget.Filter{})
-	if err != nil || len(es) != 0 {
-		t.Fatalf("refusal charged: %d entries, %v", len(es), err)
-	}
-}

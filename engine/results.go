@@ -50,6 +50,9 @@ func labelType(t compile.LabelType) ColumnType {
 // value, its exact variance and the half-width of its 95% interval.
 type measured struct {
 	vals, vars, half [][]float64
+	// cdf is a tree quantile's consistent cell counts (routeTree), in the
+	// order of its Item.Cells; nil otherwise.
+	cdf []float64
 }
 
 func measuredFrom(p *planner.Plan, ans *exec.Answers, q int) *measured {

@@ -111,6 +111,17 @@
 //     cells; grid.go: rounding to an integer grid; trinv.go: triangular
 //     inversion.
 //
+// Long columns, kept structured (never n×n):
+//
+//   - tree.go: Tree, the b-ary hierarchical strategy as a tree, its
+//     sensitivity and least squares in O(n) (Hay et al.'s consistency);
+//     PlanTree and TreePlan, a long column's CDF with its noise (the
+//     engine's DP_QUANTILE past compile.MaxQuantileCells).
+//   - tree_error.go: Tree.PrefixError, the exact prefix-workload error of
+//     a weighted tree in O(n·depth).
+//   - tree_plan.go: ChooseKronecker's options for prefix columns past
+//     longColumn: weighted trees and the square-root factorisation.
+//
 // Stored measurements: known.go (GLS, Estimate) and classes.go (Classes,
 // solving over classes of cells).
 package planner

@@ -27,6 +27,10 @@ type colOpt struct {
 	// classOf, when set, is the cell partition of a compressed strategy
 	// (compress.go): its error forms hold for class-constant vectors only.
 	classOf []int
+	// long, when set, is a long column's structured strategy
+	// (tree_plan.go): it has no mul, diag or matrices, and its error is
+	// computed by its own exact form.
+	long *LongStrategy
 
 	once  sync.Once
 	cs    *ColumnStrategy

@@ -18,8 +18,12 @@ type GramPlan struct {
 	// Candidates lists every strategy tried, least error first.
 	Candidates []Candidate
 	// Factors are the best candidate's per-column strategies (Kronecker
-	// workloads; nil for marginal ones).
+	// workloads; nil for marginal ones). A long column's entry is nil and
+	// its strategy is in Long.
 	Factors []*ColumnStrategy
+	// Long[j] is column j's structured strategy when it is longer than
+	// longColumn (nil otherwise, and nil when no column is).
+	Long []*LongStrategy
 	// SVDBound is the lower bound (Σσ(W))²/N on the error per unit noise
 	// variance of any strategy with unit sensitivity (see SVDBound).
 	SVDBound float64
@@ -162,6 +166,14 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 		if pick == nil {
 			return nil, fmt.Errorf("planner: lost the factors of %s", bestName)
 		}
+		if pick.long != nil {
+			if plan.Long == nil {
+				plan.Long = make([]*LongStrategy, len(grams))
+			}
+			plan.Long[j] = pick.long
+			plan.Factors = append(plan.Factors, nil)
+			continue
+		}
 		cs, err := pick.strategy()
 		if err != nil {
 			return nil, err
@@ -174,9 +186,15 @@ func (pl *Planner) ChooseKronecker(ctx context.Context, grams []Gram, opt Option
 
 // evalColumn evaluates the integer families and the optimised strategy
 // (within columnWork(n)) on one column's Gram.
+//
+// A prefix column longer than longColumn is evaluated on structured
+// strategies only (evalLongPrefix), never as n×n matrices.
 func (pl *Planner) evalColumn(ctx context.Context, g Gram, fam catalog.NoiseFamily) ([]colEval, error) {
 	var out []colEval
 	n := g.N()
+	if _, prefix := g.(PrefixGram); prefix && n > longColumn {
+		return evalLongPrefix(ctx, n, fam)
+	}
 	for _, o := range fixedOptions(n) {
 		if err := stopped(ctx); err != nil {
 			return nil, err
