@@ -1,4 +1,4 @@
-package engine
+package reuse
 
 import (
 	"slices"
@@ -213,7 +213,7 @@ func sizesOf(cols []measure.Column) []int {
 // withDroppedCells is cols with every column that drops rows replaced by
 // its copy with a dropped cell when some stored measurement has that copy
 // (measured in a batch where some query did not read it): the batch's
-// histogram is then estimated over the larger domain, the dropped cell a
+// histogram is then Estimated over the larger domain, the dropped cell a
 // nuisance no answer reads, so those measurements join. lifted reports
 // whether any column was replaced.
 func withDroppedCells(cols []measure.Column, ms []*measure.Measurement) (out []measure.Column, lifted bool) {
@@ -249,8 +249,8 @@ func productCells(sizes, cols []int) float64 {
 // nothing to it). A query's answers are nil where its domain does not
 // identify them; all reports whether every query's are identified. used
 // lists the stored measurements that joined.
-func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64) (es *estimated, used []int64, all bool) {
-	es = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64) (es *Estimated, used []int64, all bool) {
+	es = &Estimated{Vals: make([][][]float64, len(w.Queries)), Vars: make([][][]float64, len(w.Queries))}
 	all = true
 	for _, d := range doms {
 		used = append(used, d.g.Used...)
@@ -277,7 +277,7 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 				all = false
 				continue
 			}
-			es.vals[q], es.vars[q] = vals, vars
+			es.Vals[q], es.Vars[q] = vals, vars
 		}
 	}
 	slices.Sort(used)
