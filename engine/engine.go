@@ -457,7 +457,10 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 				}
 			}
 		}
-		e.keep(ctx, t, d.Version, recs, entry.Seq)
+		if e.keep(ctx, t, d.Version, recs, entry.Seq) && combined != nil {
+			// The combined systems are the next batch's stored ones.
+			e.reuse.Remember(d)
+		}
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {
 			if combined != nil {

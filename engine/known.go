@@ -165,10 +165,11 @@ func usedText(ids []int64) string {
 const maxStoredAnswers = 1 << 16
 
 // keep stores what a batch measured, stamped with the charge that paid
-// for it. Storing is best effort: the answers are released either way.
-func (e *Engine) keep(ctx context.Context, t *catalog.Table, version string, recs []*measure.Measurement, seq int64) {
+// for it, and reports whether it did. Storing is best effort: the answers
+// are released either way.
+func (e *Engine) keep(ctx context.Context, t *catalog.Table, version string, recs []*measure.Measurement, seq int64) bool {
 	if version == "" || e.measures == nil || len(recs) == 0 {
-		return
+		return false
 	}
 	def := tableDef(t)
 	var keep []*measure.Measurement
@@ -181,7 +182,9 @@ func (e *Engine) keep(ctx context.Context, t *catalog.Table, version string, rec
 	}
 	if err := e.measures.Put(ctx, keep); err != nil {
 		e.log.Warn("measurement not stored", "table", t.Name, "seq", seq, "err", err)
+		return false
 	}
+	return true
 }
 
 // explainKnown adds EXPLAIN's rows about stored measurements: how many

@@ -111,6 +111,9 @@ func BenchmarkReuseDecisionCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			took[k] += time.Since(start)
+			if testing.Verbose() {
+				b.Logf("%d %d %v", i, k, time.Since(start))
+			}
 		}
 	}
 	b.ReportMetric(float64(took[0].Microseconds())/1e3/float64(b.N), "ms_reuse_on")

@@ -52,14 +52,18 @@ func NewGLS(cols []measure.Column) (*GLS, bool) {
 			return nil, false
 		}
 	}
-	return &GLS{Columns: cols, sizes: sizes, n: n, j: mat.NewSymDense(n, nil), b: make([]float64, n)}, true
+	// J and b are allocated by the first Add: a system that only checks
+	// which measurements join (Joins) costs no n² memory.
+	return &GLS{Columns: cols, sizes: sizes, n: n}, true
 }
 
 // Clone returns an independent copy.
 func (g *GLS) Clone() *GLS {
 	cp := *g
-	cp.j = mat.NewSymDense(g.n, nil)
-	cp.j.CopySym(g.j)
+	if g.j != nil {
+		cp.j = mat.NewSymDense(g.n, nil)
+		cp.j.CopySym(g.j)
+	}
 	cp.b = append([]float64(nil), g.b...)
 	cp.Used = append([]int64(nil), g.Used...)
 	return &cp
@@ -73,6 +77,38 @@ func (g *GLS) Empty() bool { return len(g.Used) == 0 }
 // before it is made, with m.Answers nil). It reports false, adding
 // nothing, when m cannot join (see GLS).
 func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
+	return g.add(m, weight, true)
+}
+
+// Joins reports whether Add would add m, without adding it: the checks
+// alone cost O(|m|), where adding costs O(n²) over the system's n cells.
+func (g *GLS) Joins(m *measure.Measurement) bool {
+	return g.add(m, 0, false)
+}
+
+// Equal reports whether g and o hold the same information matrix J
+// (bit for bit), so that a factorisation of one serves the other.
+func (g *GLS) Equal(o *GLS) bool {
+	if g.n != o.n || (g.j == nil) != (o.j == nil) {
+		return false
+	}
+	if g.j == nil {
+		return true
+	}
+	a, b := g.j.RawSymmetric(), o.j.RawSymmetric()
+	for i := 0; i < g.n; i++ {
+		if !slices.Equal(a.Data[i*a.Stride+i:i*a.Stride+g.n], b.Data[i*b.Stride+i:i*b.Stride+g.n]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Bytes is about the memory g holds.
+func (g *GLS) Bytes() int64 { return int64(g.n)*int64(g.n)*8 + int64(g.n)*8 + int64(len(g.Used))*8 }
+
+// add is Add; with apply false it only checks that m joins.
+func (g *GLS) add(m *measure.Measurement, weight float64, apply bool) bool {
 	if err := m.Check(); err != nil {
 		return false
 	}
@@ -102,6 +138,9 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 	factors, rows, y, variance, ok := marginalise(m, keep)
 	if !ok {
 		return false
+	}
+	if !apply {
+		return true
 	}
 	// K = ⊗ A_jᵀA_j and a = (⊗ A_jᵀ) y over T's cells.
 	var tSizes []int
@@ -148,12 +187,17 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 		}
 		pi[s] = idx
 	}
+	if g.j == nil {
+		g.j, g.b = mat.NewSymDense(g.n, nil), make([]float64, g.n)
+	}
+	raw := g.j.RawSymmetric() // the upper triangle, written directly
 	w := weight / variance
 	for s := 0; s < g.n; s++ {
 		row := k[pi[s]*tCells : (pi[s]+1)*tCells]
+		dst := raw.Data[s*raw.Stride : s*raw.Stride+g.n]
 		for s2 := s; s2 < g.n; s2++ {
 			if v := row[pi[s2]]; v != 0 {
-				g.j.SetSym(s, s2, g.j.At(s, s2)+w*v)
+				dst[s2] += w * v
 			}
 		}
 		if a != nil {
@@ -498,6 +542,11 @@ func (g *GLS) Refit(e *Estimate) *Estimate {
 	cp.X = e.apply(g.b)
 	cp.Used = g.Used
 	return &cp
+}
+
+// Bytes is about the memory e holds.
+func (e *Estimate) Bytes() int64 {
+	return int64(len(e.w)+len(e.X)+2*e.n+len(e.null)*e.n)*8 + int64(len(e.Used))*8
 }
 
 // CovAt is the covariance of cells i and j (zero where either is not

@@ -115,6 +115,9 @@ type Decision struct {
 
 	w    *compile.Workload
 	doms []*domain // the estimation domains, with the stored measurements that join
+	// combos and recs are what Combined solved, for Remember.
+	combos []*combination
+	recs   []*measure.Measurement
 }
 
 // searchCells bounds the domain on which the least ε is searched for
@@ -145,11 +148,11 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	}
 	ms := r.Stored
 	d.Stored = len(ms)
-	doms, ok := domainsOf(w, ms, nil)
+	doms, ok := domainsOf(w, ms, nil, pol.solved)
 	if !ok || len(ms) == 0 {
 		return d
 	}
-	before, joined, all := pol.estimate(w, doms, nil, 1)
+	before, joined, all, _ := estimate(w, doms, nil, 1, nil)
 	if len(joined) == 0 {
 		return d
 	}
@@ -191,7 +194,7 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 				continue
 			}
 			var ok bool
-			if cd, ok = domainsOf(w, ms, recs); !ok {
+			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
 				continue
 			}
 		}
@@ -218,8 +221,49 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 // records of what Plan measured (with their answers); ok is false when
 // they do not answer every query.
 func (d *Decision) Combined(recs []*measure.Measurement) (*Estimated, bool) {
-	es, _, ok := estimate(d.w, d.doms, recs, 1)
+	var prior []*combination
+	if d.Pick != nil {
+		prior = d.Pick.solved
+	}
+	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior)
+	d.combos, d.recs = combos, recs
 	return es, ok
+}
+
+// Remember puts the systems Combined solved in the policy's cache under
+// the keys the next batch over the same domains will find, once the
+// records are stored (their IDs set): the next batch's stored-only
+// system is this one, its measurements added in the same order (stored
+// oldest first, then these, whose IDs come after), so its information
+// matrix is the same bit for bit. Records not stored (ID 0) make the
+// domain's system one no batch will find: not kept.
+func (pol *Policy) Remember(d *Decision) {
+	for i, cb := range d.combos {
+		if cb.est == nil || i >= len(d.doms) {
+			continue
+		}
+		dm := d.doms[i]
+		if dm.cls != nil {
+			continue // the classes were refined by the records: another key
+		}
+		joined := slices.Clone(dm.joined)
+		used := slices.Clone(dm.g.Used)
+		for _, k := range cb.recs {
+			r := d.recs[k]
+			if r.ID == 0 {
+				joined = nil
+				break
+			}
+			joined, used = append(joined, r), append(used, r.ID)
+		}
+		if joined == nil {
+			continue
+		}
+		g, est := *cb.g, *cb.est
+		g.Used, est.Used = used, used
+		s := &solved{g: &g, est: &est}
+		pol.solved.put(systemKey(dm.mcols, nil, dm.sub, joined), s)
+	}
 }
 
 // Candidate is a new measurement that could be combined with the stored
@@ -236,8 +280,9 @@ type Candidate struct {
 // answers' variances as planned.
 type Combined struct {
 	Candidate
-	after *Estimated
-	doms  []*domain // the estimation domains it was scored in
+	after  *Estimated
+	doms   []*domain      // the estimation domains it was scored in
+	solved []*combination // their systems with the candidate, as scored
 }
 
 // What names the candidate's strategy and, when it measures only some of
@@ -339,8 +384,10 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 // over the share of c's information and checked at the plan's own
 // calibration.
 func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, target func(q, a, g int) float64, search bool) (*Combined, bool) {
+	var combos []*combination // the last evaluation's systems
 	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
-		es, _, ok := estimate(w, doms, recs, f)
+		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
+		combos = cbs
 		return es, ok
 	}
 	recs, all := Records(c.w, c.plan, nil)
@@ -349,11 +396,11 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	}
 	full, ok := with(recs, 1)
 	if !ok || !meets(w, full, target, roundingVariance) {
-		// combined, the rounding of the counts would cost more than the
+		// Combined, the rounding of the counts would cost more than the
 		// stored measurements add: not a candidate.
 		return nil, false
 	}
-	out := &Combined{Candidate: c, after: full}
+	out := &Combined{Candidate: c, after: full, solved: combos}
 	if !search {
 		return out, true
 	}
@@ -395,7 +442,7 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		}
 		if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
 			c.plan = p2
-			return &Combined{Candidate: c, after: es2}, true
+			return &Combined{Candidate: c, after: es2, solved: combos}, true
 		}
 		// One noise: p2 has the share v/v₂ of the plan's information and
 		// needed hi. Several: 3% more.

@@ -28,6 +28,12 @@ type domain struct {
 	mcols   []measure.Column // as the estimate sees them (see withDroppedCells)
 	queries []int
 	g       *planner.GLS // the stored measurements that join
+	// key names the system (its columns, classes and joined
+	// measurements) in the policy's cache; solved is its entry there.
+	key    string
+	solved *solved
+	sub    []int                  // the batch columns' sizes
+	joined []*measure.Measurement // the stored measurements that join, in order
 	// lift maps a cell of the product of cols to the system's: the same
 	// cell of a larger domain (a dropped cell), or its class; nil when
 	// the same.
@@ -59,7 +65,7 @@ func subset(a, b []int) bool {
 // planner.MaxKnownCells cells even over classes of cells (see
 // planner.Classes: a long column that every measurement, recs and every
 // answer read only in coarser units is solved over those units).
-func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain, bool) {
+func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement, c *Cache) ([]*domain, bool) {
 	sizes := w.Sizes()
 	all := make([]int, len(w.Columns))
 	for j := range all {
@@ -101,7 +107,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 	}
 	cols := measureColumns(w)
 	for _, d := range out {
-		if !d.build(w, cols, ms, recs) {
+		if !d.build(w, cols, ms, recs, c) {
 			return nil, false
 		}
 	}
@@ -111,7 +117,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 // build sets up d's system: its columns (with a dropped cell where stored
 // measurements have one, else over classes of cells when that is
 // smaller), and the stored measurements that join.
-func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement) bool {
+func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement, c *Cache) bool {
 	sizes := w.Sizes()
 	sub := make([]int, len(d.cols))
 	for k, j := range d.cols {
@@ -155,12 +161,24 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 	if !ok {
 		return false
 	}
+	// Which measurements join is checked in O(|m|) each; adding them
+	// costs O(n²) each, and solving O(n³): both are cached under the
+	// system's key.
+	var joined, reduced []*measure.Measurement
 	for _, m := range ms {
-		if m, ok := d.reduce(m); ok {
-			g.Add(m, 1)
+		if r, ok := d.reduce(m); ok && g.Joins(r) {
+			joined, reduced = append(joined, m), append(reduced, r)
 		}
 	}
-	d.g = g
+	d.sub, d.joined = sub, joined
+	d.key = systemKey(d.mcols, d.cls, sub, joined)
+	d.solved = c.system(d.key, func() *planner.GLS {
+		for _, r := range reduced {
+			g.Add(r, 1)
+		}
+		return g
+	})
+	d.g = d.solved.g
 	return true
 }
 
@@ -244,28 +262,46 @@ func productCells(sizes, cols []int) float64 {
 	return n
 }
 
+// combination is a domain's system with new records added at some
+// weight, solved: recs are the indexes of the records that joined.
+type combination struct {
+	g    *planner.GLS
+	est  *planner.Estimate // nil when not solvable
+	recs []int
+}
+
 // estimate answers w's queries from each domain's stored measurements and
 // recs (each added at weight f; recs that do not join a domain add
 // nothing to it). A query's answers are nil where its domain does not
 // identify them; all reports whether every query's are identified. used
-// lists the stored measurements that joined.
-func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64) (es *Estimated, used []int64, all bool) {
+// lists the stored measurements that joined. With recs, combos are the
+// domains' combined systems; prior, when given, are combinations with
+// the same structure (scored before measuring), whose factorisations
+// serve when the information matrices are equal bit for bit.
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination) (es *Estimated, used []int64, all bool, combos []*combination) {
 	es = &Estimated{Vals: make([][][]float64, len(w.Queries)), Vars: make([][][]float64, len(w.Queries))}
 	all = true
-	for _, d := range doms {
+	for i, d := range doms {
 		used = append(used, d.g.Used...)
-		g := d.g
-		if len(recs) > 0 {
-			g = g.Clone()
-			for _, r := range recs {
-				if r, ok := d.reduce(r); ok {
-					g.Add(r, f)
+		var est *planner.Estimate
+		if len(recs) == 0 {
+			est = d.solved.estimate()
+		} else {
+			cb := &combination{g: d.g.Clone()}
+			for k, r := range recs {
+				if r, ok := d.reduce(r); ok && cb.g.Add(r, f) {
+					cb.recs = append(cb.recs, k)
 				}
 			}
-		}
-		var est *planner.Estimate
-		if !g.Empty() {
-			est, _ = g.Solve()
+			switch {
+			case cb.g.Empty():
+			case i < len(prior) && prior[i] != nil && prior[i].est != nil && cb.g.Equal(prior[i].g):
+				cb.est = cb.g.Refit(prior[i].est)
+			default:
+				cb.est, _ = cb.g.Solve()
+			}
+			est = cb.est
+			combos = append(combos, cb)
 		}
 		for _, q := range d.queries {
 			if est == nil {
@@ -281,7 +317,7 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 		}
 	}
 	slices.Sort(used)
-	return es, slices.Compact(used), all
+	return es, slices.Compact(used), all, combos
 }
 
 // queryFromEstimate answers query q's aggregates from est, the estimate
