@@ -104,6 +104,24 @@ func (g *GLS) Equal(o *GLS) bool {
 	return true
 }
 
+// Quad is wᵀJw for w given on some cells (cells[k] has weight w[k]),
+// reading J's upper triangle: the information the system holds in the
+// direction w, at O(len(cells)²).
+func (g *GLS) Quad(cells []int, w []float64) float64 {
+	if g.j == nil {
+		return 0
+	}
+	raw := g.j.RawSymmetric()
+	v := 0.0
+	for k, c := range cells {
+		for l, c2 := range cells {
+			i, j := min(c, c2), max(c, c2)
+			v += w[k] * w[l] * raw.Data[i*raw.Stride+j]
+		}
+	}
+	return v
+}
+
 // Bytes is about the memory g holds.
 func (g *GLS) Bytes() int64 { return int64(g.n)*int64(g.n)*8 + int64(g.n)*8 + int64(len(g.Used))*8 }
 

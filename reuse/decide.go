@@ -134,15 +134,7 @@ const searchCells = 400
 func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	w, plan := r.W, r.Plan
 	d := &Decision{Plan: plan, Cost: r.Cost, Measured: w, w: w, Version: r.Version}
-	group := make([]int, len(w.Columns))
-	d.Target = func(q, a, g int) float64 {
-		if r.HasTarget {
-			return r.MaxStderr * r.MaxStderr
-		}
-		qu := w.Queries[q]
-		qu.GroupCells(w, g, group[:len(qu.GroupCols)])
-		return plan.Variance(q, a, group[:len(qu.GroupCols)])
-	}
+	d.Target = targets(w, plan, r.MaxStderr, r.HasTarget)
 	if r.Version == "" {
 		return d
 	}
@@ -167,6 +159,20 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	}
 	pol.choose(ctx, d, ms)
 	return d
+}
+
+// targets is the variance asked of each answer (query, aggregate, plain
+// group): maxStderr² when hasTarget, else what plan gives it.
+func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarget bool) func(q, a, g int) float64 {
+	group := make([]int, len(w.Columns))
+	return func(q, a, g int) float64 {
+		if hasTarget {
+			return maxStderr * maxStderr
+		}
+		qu := w.Queries[q]
+		qu.GroupCells(w, g, group[:len(qu.GroupCols)])
+		return plan.Variance(q, a, group[:len(qu.GroupCols)])
+	}
 }
 
 // choose picks what to measure: candidate new measurements, each scored
@@ -391,7 +397,7 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		return es, ok
 	}
 	recs, all := Records(c.w, c.plan, nil)
-	if !all || len(recs) == 0 {
+	if !all || len(recs) == 0 || cannotMeet(w, doms, recs, target) {
 		return nil, false
 	}
 	full, ok := with(recs, 1)

@@ -325,6 +325,34 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 // variance; ok is false when some answer that is not zero by construction
 // is not identified.
 func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *domain) (vals, vars [][]float64, ok bool) {
+	qu := w.Queries[q]
+	for a, groups := range answerVectors(w, q, d) {
+		v, vr := make([]float64, len(groups)), make([]float64, len(groups))
+		for g, av := range groups {
+			if !qu.IsLive(a, g) || len(av.cells) == 0 {
+				continue
+			}
+			x, variance, ok := est.Answer(av.cells, av.ws)
+			if !ok {
+				return nil, nil, false
+			}
+			v[g], vr[g] = x, variance
+		}
+		vals, vars = append(vals, v), append(vars, vr)
+	}
+	return vals, vars, true
+}
+
+// vector is one answer as a linear function of the system's cells: the
+// cells it reads and their weights.
+type vector struct {
+	cells []int
+	ws    []float64
+}
+
+// answerVectors is every answer of query q over domain d's system, per
+// aggregate, per plain group (no cells: zero by construction).
+func answerVectors(w *compile.Workload, q int, d *domain) [][]vector {
 	all := w.Sizes()
 	qu := w.Queries[q]
 	sizes := make([]int, len(d.cols))
@@ -352,7 +380,8 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *dom
 		groupOf[c] = g
 	}
 	groups := qu.Groups(w)
-	for a, agg := range qu.Aggregates {
+	var out [][]vector
+	for _, agg := range qu.Aggregates {
 		on := make(compile.Linear, len(agg)) // the aggregate over d's columns
 		for i, t := range agg {
 			nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(d.cols))}
@@ -384,18 +413,11 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *dom
 				ws[g] = append(ws[g], x)
 			}
 		}
-		v, vr := make([]float64, groups), make([]float64, groups)
-		for g := 0; g < groups; g++ {
-			if !qu.IsLive(a, g) || len(cells[g]) == 0 {
-				continue
-			}
-			x, variance, ok := est.Answer(cells[g], ws[g])
-			if !ok {
-				return nil, nil, false
-			}
-			v[g], vr[g] = x, variance
+		vs := make([]vector, groups)
+		for g := range vs {
+			vs[g] = vector{cells[g], ws[g]}
 		}
-		vals, vars = append(vals, v), append(vars, vr)
+		out = append(out, vs)
 	}
-	return vals, vars, true
+	return out
 }
