@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/budget"
 )
 
 // gridCatalog is a table of two integer columns of 32 values each: a
@@ -80,10 +83,36 @@ func writeGrid(tb testing.TB, path string, rows int) {
 // before the first — and off (reuse_measurements: false), alternately in
 // the same run on the same data, through Engine.Answer, and reports the
 // mean latency of each and their ratio (on/off). Each fresh batch with
-// reuse on is measured and stored in its turn, as in serving.
+// reuse on that is measured is stored in its turn, as in serving.
 //
-//	go test ./engine/ -run '^$' -bench ReuseDecisionCost -benchtime 20x
+// derivable: ε = 1, 1.001, 1.002, …: the first batch is measured and
+// combined with the 8 (one O(n³) solve), and every later one is answered
+// from the store, free. measured: ε = 0.6·1.5^i, growing faster than the
+// stored information, so every batch is measured and combined with what
+// is stored: each pays one solve (ε reaches 100, the largest allowed, at
+// i = 12, so at most 12 iterations).
+//
+//	go test ./engine/ -run '^$' -bench ReuseDecisionCost -benchtime 12x
 func BenchmarkReuseDecisionCost(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		eps  func(i int) float64
+	}{
+		{"derivable", func(i int) float64 { return 1 + 1e-3*float64(i) }},
+		{"measured", func(i int) float64 { return 0.6 * math.Pow(1.5, float64(i)) }},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			if mode.name == "measured" && b.N > 12 {
+				b.Fatalf("at most 12 iterations (-benchtime 12x): ε would pass 100")
+			}
+			benchmarkReuseCost(b, mode.eps)
+		})
+	}
+}
+
+// benchmarkReuseCost is BenchmarkReuseDecisionCost at ε = eps(i) in
+// iteration i.
+func benchmarkReuseCost(b *testing.B, eps func(i int) float64) {
 	dir := b.TempDir()
 	writeGrid(b, filepath.Join(dir, "grid.sqlite"), 20_000)
 	ctx := context.Background()
@@ -104,18 +133,26 @@ func BenchmarkReuseDecisionCost(b *testing.B) {
 	var took [2]time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s := session("analyst", map[string]any{"dp_epsilon": 1 + 1e-3*float64(i)})
+		s := session("analyst", map[string]any{"dp_epsilon": eps(i)})
 		for k, eng := range []*Engine{on, off} {
 			start := time.Now()
 			if _, err := eng.Answer(ctx, s, gridFresh); err != nil {
 				b.Fatal(err)
 			}
 			took[k] += time.Since(start)
-			if testing.Verbose() {
-				b.Logf("%d %d %v", i, k, time.Since(start))
-			}
 		}
 	}
+	es, err := on.ledger.Entries(ctx, budget.Filter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	derived := 0
+	for _, e := range es {
+		if e.Kind == budget.KindDerived {
+			derived++
+		}
+	}
+	b.ReportMetric(float64(derived)/float64(b.N), "free/op")
 	b.ReportMetric(float64(took[0].Microseconds())/1e3/float64(b.N), "ms_reuse_on")
 	b.ReportMetric(float64(took[1].Microseconds())/1e3/float64(b.N), "ms_reuse_off")
 	b.ReportMetric(float64(took[0])/float64(took[1]), "on/off")
