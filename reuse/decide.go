@@ -23,8 +23,9 @@ type Planner interface {
 
 // Policy decides how batches are answered given the stored measurements.
 // It holds no data: only the planner, the smallest ε and ρ a plan may be
-// calibrated to, and the cache of solved stored systems (cache.go), so
-// one Policy serves every table of an engine.
+// calibrated to, and the cache of solved stored systems (cache.go, each a
+// function of released measurements), so one Policy serves every table
+// of an engine, concurrently.
 type Policy struct {
 	planner            Planner
 	minEpsilon, minRho float64

@@ -50,7 +50,7 @@ func TestDecisionsMeetTheirTargets(t *testing.T) {
 	cached, bare := New(pl, 1e-6, 1e-12, 64<<20), New(pl, 1e-6, 1e-12, 0)
 	free, combined := 0, 0
 	var id int64
-	for round := range 60 {
+	for round := range 40 {
 		ms := storedGrid(t, rng, pl, rng.IntN(5), &id)
 		w := gridBatch(t, rng)
 		p, err := pl.Choose(ctx, w, planner.Options{Noise: catalog.Laplace, Epsilon: 0.3 + rng.Float64()})
@@ -125,7 +125,7 @@ func TestRememberedSystemIsTheNextOne(t *testing.T) {
 	pl := planner.New()
 	remembered := 0
 	var id int64
-	for round := range 40 {
+	for round := range 25 {
 		pol := New(pl, 1e-6, 1e-12, 64<<20)
 		ms := storedGrid(t, rng, pl, 1+rng.IntN(3), &id)
 		w := gridBatch(t, rng)

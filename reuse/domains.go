@@ -64,7 +64,9 @@ func subset(a, b []int) bool {
 // new measurement, or nil); ok is false when some domain has more than
 // planner.MaxKnownCells cells even over classes of cells (see
 // planner.Classes: a long column that every measurement, recs and every
-// answer read only in coarser units is solved over those units).
+// answer read only in coarser units is solved over those units). Each
+// domain's stored system comes from c when it holds one over the same
+// columns, classes and measurements (c nil: built anew).
 func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement, c *Cache) ([]*domain, bool) {
 	sizes := w.Sizes()
 	all := make([]int, len(w.Columns))
@@ -116,7 +118,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement, c *Cache) (
 
 // build sets up d's system: its columns (with a dropped cell where stored
 // measurements have one, else over classes of cells when that is
-// smaller), and the stored measurements that join.
+// smaller), and the stored measurements that join, from c when cached.
 func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement, c *Cache) bool {
 	sizes := w.Sizes()
 	sub := make([]int, len(d.cols))
