@@ -19,6 +19,7 @@ import (
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/reuse"
 )
 
 // Counter builds a table's histogram over the product domain of some of its
@@ -59,6 +60,9 @@ type Engine struct {
 	// measures holds the measurements released so far (known.go); nil
 	// when no store could be opened.
 	measures *measure.Store
+	// reuse decides how a batch is answered given the stored
+	// measurements, and caches their solved systems.
+	reuse *reuse.Policy
 	// sampler, when not nil, replaces noise.NewRand as the source of every
 	// measurement's noise and selection. Only the package's tests set it
 	// (export_test.go, compiled into test binaries alone), to measure
@@ -106,8 +110,13 @@ func New(cfg Config) *Engine {
 		}
 	}
 	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms,
+		reuse:  reuse.New(pl, EpsilonRange.Min, RhoRange.Min, solvedCacheBytes),
 		public: parserPublicTables(cfg.Catalog), keys: &keyStore{store: ms}}
 }
+
+// solvedCacheBytes bounds the solved stored-measurement systems kept in
+// memory: a 1,024-cell domain's is about 16 MB.
+const solvedCacheBytes = 64 << 20
 
 // parserPublicTables converts the catalog's public tables for the parser.
 func parserPublicTables(cat *catalog.Catalog) map[string]*parser.PublicTable {
@@ -407,10 +416,10 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if err != nil {
 			return nil, err
 		}
-		if d.free != nil {
+		if d.Free != nil {
 			return e.derive(ctx, s, t, w, d, sts)
 		}
-		plan := d.plan
+		plan := d.Plan
 		// The histograms are built before the charge so a source failure
 		// costs nothing: over the product domain, or for plans measured in
 		// marginal space one per column set.
@@ -419,10 +428,10 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			return nil, e.internal("histogram", err)
 		}
 		strategy := plan.Name
-		if d.combine {
-			strategy = d.pick.what() + "; answered with " + usedText(d.joined)
+		if d.Combine {
+			strategy = d.Pick.What() + "; answered with " + usedText(d.Joined)
 		}
-		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.cost, sts, unitBound(t, plan.Options, 0, 0))
+		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.Cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -432,10 +441,10 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 			e.log.Error("measurement failed after charge; nothing released", "seq", entry.Seq, "err", err)
 			return nil, e.internal("measure", err)
 		}
-		recs, _ := records(d.measured, plan, ans)
-		var combined *estimated
-		if d.combine {
-			if es, _, ok := estimate(w, d.doms, recs, 1); ok {
+		recs, _ := reuse.Records(d.Measured, plan, ans)
+		var combined *reuse.Estimated
+		if d.Combine {
+			if es, ok := d.Combined(recs); ok {
 				combined = es
 			}
 			if combined == nil {
@@ -445,16 +454,19 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 				// the charge.) A plan for only some of the queries cannot
 				// answer alone: charged, nothing released.
 				e.log.Error("combination with stored measurements failed; answering from the new measurement", "seq", entry.Seq)
-				if d.measured != w {
-					return nil, e.internal("combine", fmt.Errorf("measurement of %d of %d queries did not combine", len(d.measured.Queries), len(w.Queries)))
+				if d.Measured != w {
+					return nil, e.internal("combine", fmt.Errorf("measurement of %d of %d queries did not combine", len(d.Measured.Queries), len(w.Queries)))
 				}
 			}
 		}
-		e.keep(ctx, t, d.version, recs, entry.Seq)
+		if e.keep(ctx, t, d.Version, recs, entry.Seq) && combined != nil {
+			// The combined systems are the next batch's stored ones.
+			e.reuse.Remember(d)
+		}
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {
 			if combined != nil {
-				out[q] = assemble(w, qu, combined.measured(q), nil)
+				out[q] = assemble(w, qu, measuredEstimate(combined, q), nil)
 				continue
 			}
 			out[q] = assemble(w, qu, measuredFrom(plan, ans, q), nil)

@@ -145,16 +145,16 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 				}
 			}
 		})
-		if d.free != nil {
+		if d.Free != nil {
 			if err := e.explainBudget(ctx, s, t, budget.Cost{}, add); err != nil {
 				return nil, err
 			}
 			add("charged", "nothing (EXPLAIN)")
 			return res, nil
 		}
-		plan = d.plan
-		if d.combine {
-			variance = func(q, a, g int, _ []int) float64 { return d.after.vars[q][a][g] }
+		plan = d.Plan
+		if d.Combine {
+			variance = func(q, a, g int, _ []int) float64 { return d.After.Vars[q][a][g] }
 		}
 	}
 	explainPlan(w, t, plan, add)

@@ -44,3 +44,14 @@ func (e *Engine) withSelectionSeed(seed uint64) *Engine {
 	e.selectionRand = func() *noise.Rand { return noise.NewRandFrom(src) }
 	return e
 }
+
+// withNoiseSeed makes e's measurements draw their noise from a ChaCha8
+// stream seeded with seed (each measurement continues the stream), so two
+// engines answering the same batches in the same order draw the same
+// noise: tests can compare what each derives.
+func (e *Engine) withNoiseSeed(seed uint64) *Engine {
+	src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24), 'd', 'p', 'n', 'o', 'i'})
+	r := noise.NewRandFrom(src)
+	e.sampler = func() sampler { return r }
+	return e
+}

@@ -18,7 +18,7 @@ const (
 	routeKnown    route = iota // every answer is a fact about the declared domain: nothing measured
 	routeDistinct              // COUNT(DISTINCT unit): distinct.go
 	routeTopK                  // one top-k selection: topk.go
-	routeMeasured              // the matrix mechanism, with stored measurements (known.go)
+	routeMeasured              // the matrix mechanism, with stored measurements (package reuse)
 	routeTree                  // DP_QUANTILE over a long column: a tree strategy (quantile_tree.go)
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/dpproxy/dpproxy/exec"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/reuse"
 )
 
 // looksTopK is the syntactic shape of a top-k query (GROUP BY, ORDER BY a
@@ -188,7 +189,7 @@ func (e *Engine) topK(ctx context.Context, s *Session, t *catalog.Table, p *prep
 			m = measuredFrom(plan, ans, 0)
 			// Every group's value was measured and charged, the selected
 			// ones shown: the measurement is kept whole.
-			recs, _ := records(w, plan, ans)
+			recs, _ := reuse.Records(w, plan, ans)
 			e.keep(ctx, t, version, recs, entry.Seq)
 		}
 		return []*Result{assemble(w, q, m, chosen)}, nil

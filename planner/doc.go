@@ -51,8 +51,8 @@
 //
 // Stored measurements (package measure) are combined by generalised least
 // squares over a batch's own columns, with their exact covariance
-// (known.go): what the engine answers for free, or combines with a new
-// measurement at a smaller ε.
+// (known.go): package reuse decides from them what a batch gets for
+// free, or combines with a new measurement at a smaller ε.
 //
 // # Files
 //

@@ -52,14 +52,18 @@ func NewGLS(cols []measure.Column) (*GLS, bool) {
 			return nil, false
 		}
 	}
-	return &GLS{Columns: cols, sizes: sizes, n: n, j: mat.NewSymDense(n, nil), b: make([]float64, n)}, true
+	// J and b are allocated by the first Add: a system that only checks
+	// which measurements join (Joins) costs no n² memory.
+	return &GLS{Columns: cols, sizes: sizes, n: n}, true
 }
 
 // Clone returns an independent copy.
 func (g *GLS) Clone() *GLS {
 	cp := *g
-	cp.j = mat.NewSymDense(g.n, nil)
-	cp.j.CopySym(g.j)
+	if g.j != nil {
+		cp.j = mat.NewSymDense(g.n, nil)
+		cp.j.CopySym(g.j)
+	}
 	cp.b = append([]float64(nil), g.b...)
 	cp.Used = append([]int64(nil), g.Used...)
 	return &cp
@@ -73,6 +77,56 @@ func (g *GLS) Empty() bool { return len(g.Used) == 0 }
 // before it is made, with m.Answers nil). It reports false, adding
 // nothing, when m cannot join (see GLS).
 func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
+	return g.add(m, weight, true)
+}
+
+// Joins reports whether Add would add m, without adding it: the checks
+// alone cost O(|m|), where adding costs O(n²) over the system's n cells.
+func (g *GLS) Joins(m *measure.Measurement) bool {
+	return g.add(m, 0, false)
+}
+
+// Equal reports whether g and o hold the same information matrix J
+// (bit for bit), so that a factorisation of one serves the other.
+func (g *GLS) Equal(o *GLS) bool {
+	if g.n != o.n || (g.j == nil) != (o.j == nil) {
+		return false
+	}
+	if g.j == nil {
+		return true
+	}
+	a, b := g.j.RawSymmetric(), o.j.RawSymmetric()
+	for i := 0; i < g.n; i++ {
+		if !slices.Equal(a.Data[i*a.Stride+i:i*a.Stride+g.n], b.Data[i*b.Stride+i:i*b.Stride+g.n]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Quad is wᵀJw for w given on some cells (cells[k] has weight w[k]),
+// reading J's upper triangle: the information the system holds in the
+// direction w, at O(len(cells)²).
+func (g *GLS) Quad(cells []int, w []float64) float64 {
+	if g.j == nil {
+		return 0
+	}
+	raw := g.j.RawSymmetric()
+	v := 0.0
+	for k, c := range cells {
+		for l, c2 := range cells {
+			i, j := min(c, c2), max(c, c2)
+			v += w[k] * w[l] * raw.Data[i*raw.Stride+j]
+		}
+	}
+	return v
+}
+
+// Bytes is about the memory g holds.
+func (g *GLS) Bytes() int64 { return int64(g.n)*int64(g.n)*8 + int64(g.n)*8 + int64(len(g.Used))*8 }
+
+// add is Add; with apply false it only checks that m joins.
+func (g *GLS) add(m *measure.Measurement, weight float64, apply bool) bool {
 	if err := m.Check(); err != nil {
 		return false
 	}
@@ -102,6 +156,9 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 	factors, rows, y, variance, ok := marginalise(m, keep)
 	if !ok {
 		return false
+	}
+	if !apply {
+		return true
 	}
 	// K = ⊗ A_jᵀA_j and a = (⊗ A_jᵀ) y over T's cells.
 	var tSizes []int
@@ -148,12 +205,17 @@ func (g *GLS) Add(m *measure.Measurement, weight float64) bool {
 		}
 		pi[s] = idx
 	}
+	if g.j == nil {
+		g.j, g.b = mat.NewSymDense(g.n, nil), make([]float64, g.n)
+	}
+	raw := g.j.RawSymmetric() // the upper triangle, written directly
 	w := weight / variance
 	for s := 0; s < g.n; s++ {
 		row := k[pi[s]*tCells : (pi[s]+1)*tCells]
+		dst := raw.Data[s*raw.Stride : s*raw.Stride+g.n]
 		for s2 := s; s2 < g.n; s2++ {
 			if v := row[pi[s2]]; v != 0 {
-				g.j.SetSym(s, s2, g.j.At(s, s2)+w*v)
+				dst[s2] += w * v
 			}
 		}
 		if a != nil {
@@ -375,11 +437,18 @@ func kron(a []float64, b []float64, n int) []float64 {
 }
 
 // Estimate is the solved system: the GLS estimate of x over the batch's
-// columns and its covariance, with the directions the measurements do not
-// identify.
+// columns and, kept factored, its covariance, with the directions the
+// measurements do not identify.
 type Estimate struct {
-	X   []float64
-	Cov *mat.SymDense
+	X []float64
+	// The covariance is G = P·W·Wᵀ·Pᵀ with W = U₁₁⁻¹ (r × r, upper,
+	// row-major) and P the pivoting: kept as W rather than formed, since
+	// forming it (n³) cost twice the factorisation, and an answer's
+	// variance reads only the rows of its cells (see Answer).
+	n, r int
+	piv  []int     // position k of the pivoted order holds cell piv[k]
+	pos  []int     // the inverse: cell c is at position pos[c]
+	w    []float64 // U₁₁⁻¹
 	// null is a basis (unit vectors) of J's null space within the
 	// identifiability tolerance: empty when J is invertible.
 	null []*mat.VecDense
@@ -400,8 +469,9 @@ const identifiability = 1e-11
 // G = P·[(U₁₁ᵀU₁₁)⁻¹ 0; 0 0]·Pᵀ is a generalised inverse of J (JGJ = J),
 // so for every w in J's range (every identified answer) wᵀGb is the GLS
 // estimate and wᵀGw its exact variance, whichever generalised inverse is
-// used; the null space is P·[−U₁₁⁻¹U₁₂; I]. One factorisation, O(n³/3),
-// whether or not the measurements identify every cell.
+// used; the null space is P·[−U₁₁⁻¹U₁₂; I]. One factorisation and one
+// triangular inverse, O(n³/3) each, whether or not the measurements
+// identify every cell.
 func (g *GLS) Solve() (*Estimate, bool) {
 	if g.Empty() {
 		return nil, false
@@ -422,45 +492,32 @@ func (g *GLS) Solve() (*Estimate, bool) {
 	if r == 0 {
 		return nil, false
 	}
-	// U₁₁⁻¹ (r × r, upper).
-	u11 := mat.NewTriDense(r, mat.Upper, nil)
+	// U₁₁⁻¹ (r × r, upper), in place of U₁₁ in a copy of stride r.
+	w := make([]float64, r*r)
 	for i := 0; i < r; i++ {
-		for k := i; k < r; k++ {
-			u11.SetTri(i, k, u.Data[i*u.Stride+k])
-		}
+		copy(w[i*r+i:(i+1)*r], u.Data[i*u.Stride+i:i*u.Stride+r])
 	}
-	var inv mat.TriDense
-	if err := inv.InverseTri(u11); err != nil {
+	inv := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: r, Stride: r, Data: w}
+	if ok := lapack64.Trtri(inv); !ok {
 		return nil, false
 	}
-	var g11 mat.SymDense // (U₁₁ᵀU₁₁)⁻¹ = U₁₁⁻¹U₁₁⁻ᵀ
-	g11.SymOuterK(1, &inv)
-	est := &Estimate{Used: g.Used, Cov: mat.NewSymDense(n, nil), X: make([]float64, n)}
-	for k := 0; k < r; k++ {
-		for l := k; l < r; l++ {
-			est.Cov.SetSym(piv[k], piv[l], g11.At(k, l))
-		}
+	est := &Estimate{Used: g.Used, n: n, r: r, piv: piv, pos: make([]int, n), w: w}
+	for k, c := range piv {
+		est.pos[c] = k
 	}
-	for k := 0; k < r; k++ {
-		x := 0.0
-		for l := 0; l < r; l++ {
-			x += g11.At(k, l) * g.b[piv[l]]
-		}
-		est.X[piv[k]] = x
-	}
+	est.X = est.apply(g.b)
 	if r < n {
-		u12 := mat.NewDense(r, n-r, nil)
+		u11 := blas64.General{Rows: r, Cols: r, Stride: r, Data: w}
+		u12 := blas64.General{Rows: r, Cols: n - r, Stride: n - r, Data: make([]float64, r*(n-r))}
 		for i := 0; i < r; i++ {
-			for k := r; k < n; k++ {
-				u12.Set(i, k-r, u.Data[i*u.Stride+k])
-			}
+			copy(u12.Data[i*(n-r):(i+1)*(n-r)], u.Data[i*u.Stride+r:i*u.Stride+n])
 		}
-		var m mat.Dense // U₁₁⁻¹U₁₂
-		m.Mul(&inv, u12)
+		m := blas64.General{Rows: r, Cols: n - r, Stride: n - r, Data: make([]float64, r*(n-r))}
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, u11, u12, 0, m) // U₁₁⁻¹U₁₂ (the lower part of w is zero)
 		for z := 0; z < n-r; z++ {
 			v := mat.NewVecDense(n, nil)
 			for k := 0; k < r; k++ {
-				v.SetVec(piv[k], -m.At(k, z))
+				v.SetVec(piv[k], -m.Data[k*(n-r)+z])
 			}
 			v.SetVec(piv[r+z], 1)
 			v.ScaleVec(1/mat.Norm(v, 2), v)
@@ -470,9 +527,63 @@ func (g *GLS) Solve() (*Estimate, bool) {
 	return est, true
 }
 
+// apply is G·b: with bp = Pᵀb, x_k = Σ_m W[k,m]·(Wᵀbp)_m over the
+// identified positions, zero elsewhere.
+func (e *Estimate) apply(b []float64) []float64 {
+	r := e.r
+	t := make([]float64, r) // Wᵀ·bp
+	for k := 0; k < r; k++ {
+		if bk := b[e.piv[k]]; bk != 0 {
+			row := e.w[k*r : (k+1)*r]
+			for m := k; m < r; m++ {
+				t[m] += row[m] * bk
+			}
+		}
+	}
+	x := make([]float64, e.n)
+	for k := 0; k < r; k++ {
+		row := e.w[k*r : (k+1)*r]
+		v := 0.0
+		for m := k; m < r; m++ {
+			v += row[m] * t[m]
+		}
+		x[e.piv[k]] = v
+	}
+	return x
+}
+
+// Refit is e with its estimate recomputed from g's information vector:
+// for a system whose J is e's (the same measurements' structure and
+// noise, other answers) it is g.Solve() without a second factorisation.
+func (g *GLS) Refit(e *Estimate) *Estimate {
+	cp := *e
+	cp.X = e.apply(g.b)
+	cp.Used = g.Used
+	return &cp
+}
+
+// Bytes is about the memory e holds.
+func (e *Estimate) Bytes() int64 {
+	return int64(len(e.w)+len(e.X)+2*e.n+len(e.null)*e.n)*8 + int64(len(e.Used))*8
+}
+
+// CovAt is the covariance of cells i and j (zero where either is not
+// identified).
+func (e *Estimate) CovAt(i, j int) float64 {
+	pi, pj := e.pos[i], e.pos[j]
+	if pi >= e.r || pj >= e.r {
+		return 0
+	}
+	r, v := e.r, 0.0
+	for m := max(pi, pj); m < r; m++ {
+		v += e.w[pi*r+m] * e.w[pj*r+m]
+	}
+	return v
+}
+
 // Answer is the estimate of w·x for w given on some cells (cells[k] has
-// weight w[k]) and its exact variance; ok is false when the measurements
-// do not identify it.
+// weight w[k]) and its exact variance, ‖Wᵀ·Pᵀw‖² (O(r) per cell); ok is
+// false when the measurements do not identify it.
 func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok bool) {
 	for _, u := range e.null {
 		dot, norm := 0.0, 0.0
@@ -484,11 +595,30 @@ func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok
 			return 0, math.Inf(1), false
 		}
 	}
+	r := e.r
+	if len(cells) == 1 {
+		value = w[0] * e.X[cells[0]]
+		if p := e.pos[cells[0]]; p < r {
+			for _, x := range e.w[p*r+p : (p+1)*r] {
+				variance += x * x
+			}
+		}
+		return value, variance * w[0] * w[0], true
+	}
+	z := make([]float64, r)
 	for k, c := range cells {
 		value += w[k] * e.X[c]
-		for k2, c2 := range cells {
-			variance += w[k] * w[k2] * e.Cov.At(c, c2)
+		p := e.pos[c]
+		if p >= r {
+			continue
 		}
+		row := e.w[p*r : (p+1)*r]
+		for m := p; m < r; m++ {
+			z[m] += w[k] * row[m]
+		}
+	}
+	for _, x := range z {
+		variance += x * x
 	}
 	return value, math.Max(variance, 0), true
 }

@@ -155,8 +155,8 @@ func TestGLSCovarianceMatchesDense(t *testing.T) {
 	}
 	for r := 0; r < 12; r++ {
 		for c := 0; c < 12; c++ {
-			if d := math.Abs(inv.At(r, c) - est.Cov.At(r, c)); d > 1e-9 {
-				t.Fatalf("cov[%d,%d] = %g, dense %g", r, c, est.Cov.At(r, c), inv.At(r, c))
+			if d := math.Abs(inv.At(r, c) - est.CovAt(r, c)); d > 1e-9 {
+				t.Fatalf("cov[%d,%d] = %g, dense %g", r, c, est.CovAt(r, c), inv.At(r, c))
 			}
 		}
 	}
@@ -201,7 +201,7 @@ func TestGLSEmpiricalVariance(t *testing.T) {
 			d := est.X[c] - []float64{14, 18, 14}[c]
 			sum[c] += d
 			sq[c] += d * d
-			want[c] = est.Cov.At(c, c)
+			want[c] = est.CovAt(c, c)
 		}
 	}
 	for c := 0; c < 3; c++ {
@@ -283,8 +283,8 @@ func TestGLSMarginalisedCovarianceMatchesDense(t *testing.T) {
 	est := solve()
 	for r := 0; r < 3; r++ {
 		for c := 0; c < 3; c++ {
-			if diff := math.Abs(cov.At(r, c) - est.Cov.At(r, c)); diff > 1e-9 {
-				t.Fatalf("cov[%d,%d] = %g, dense %g", r, c, est.Cov.At(r, c), cov.At(r, c))
+			if diff := math.Abs(cov.At(r, c) - est.CovAt(r, c)); diff > 1e-9 {
+				t.Fatalf("cov[%d,%d] = %g, dense %g", r, c, est.CovAt(r, c), cov.At(r, c))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package reuse
 
 import (
 	"slices"
@@ -28,6 +28,12 @@ type domain struct {
 	mcols   []measure.Column // as the estimate sees them (see withDroppedCells)
 	queries []int
 	g       *planner.GLS // the stored measurements that join
+	// key names the system (its columns, classes and joined
+	// measurements) in the policy's cache; solved is its entry there.
+	key    string
+	solved *solved
+	sub    []int                  // the batch columns' sizes
+	joined []*measure.Measurement // the stored measurements that join, in order
 	// lift maps a cell of the product of cols to the system's: the same
 	// cell of a larger domain (a dropped cell), or its class; nil when
 	// the same.
@@ -58,8 +64,10 @@ func subset(a, b []int) bool {
 // new measurement, or nil); ok is false when some domain has more than
 // planner.MaxKnownCells cells even over classes of cells (see
 // planner.Classes: a long column that every measurement, recs and every
-// answer read only in coarser units is solved over those units).
-func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain, bool) {
+// answer read only in coarser units is solved over those units). Each
+// domain's stored system comes from c when it holds one over the same
+// columns, classes and measurements (c nil: built anew).
+func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement, c *Cache) ([]*domain, bool) {
 	sizes := w.Sizes()
 	all := make([]int, len(w.Columns))
 	for j := range all {
@@ -101,7 +109,7 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 	}
 	cols := measureColumns(w)
 	for _, d := range out {
-		if !d.build(w, cols, ms, recs) {
+		if !d.build(w, cols, ms, recs, c) {
 			return nil, false
 		}
 	}
@@ -110,8 +118,8 @@ func domainsOf(w *compile.Workload, ms, recs []*measure.Measurement) ([]*domain,
 
 // build sets up d's system: its columns (with a dropped cell where stored
 // measurements have one, else over classes of cells when that is
-// smaller), and the stored measurements that join.
-func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement) bool {
+// smaller), and the stored measurements that join, from c when cached.
+func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*measure.Measurement, c *Cache) bool {
 	sizes := w.Sizes()
 	sub := make([]int, len(d.cols))
 	for k, j := range d.cols {
@@ -155,12 +163,24 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 	if !ok {
 		return false
 	}
+	// Which measurements join is checked in O(|m|) each; adding them
+	// costs O(n²) each, and solving O(n³): both are cached under the
+	// system's key.
+	var joined, reduced []*measure.Measurement
 	for _, m := range ms {
-		if m, ok := d.reduce(m); ok {
-			g.Add(m, 1)
+		if r, ok := d.reduce(m); ok && g.Joins(r) {
+			joined, reduced = append(joined, m), append(reduced, r)
 		}
 	}
-	d.g = g
+	d.sub, d.joined = sub, joined
+	d.key = systemKey(d.mcols, d.cls, sub, joined)
+	d.solved = c.system(d.key, func() *planner.GLS {
+		for _, r := range reduced {
+			g.Add(r, 1)
+		}
+		return g
+	})
+	d.g = d.solved.g
 	return true
 }
 
@@ -213,7 +233,7 @@ func sizesOf(cols []measure.Column) []int {
 // withDroppedCells is cols with every column that drops rows replaced by
 // its copy with a dropped cell when some stored measurement has that copy
 // (measured in a batch where some query did not read it): the batch's
-// histogram is then estimated over the larger domain, the dropped cell a
+// histogram is then Estimated over the larger domain, the dropped cell a
 // nuisance no answer reads, so those measurements join. lifted reports
 // whether any column was replaced.
 func withDroppedCells(cols []measure.Column, ms []*measure.Measurement) (out []measure.Column, lifted bool) {
@@ -244,28 +264,46 @@ func productCells(sizes, cols []int) float64 {
 	return n
 }
 
+// combination is a domain's system with new records added at some
+// weight, solved: recs are the indexes of the records that joined.
+type combination struct {
+	g    *planner.GLS
+	est  *planner.Estimate // nil when not solvable
+	recs []int
+}
+
 // estimate answers w's queries from each domain's stored measurements and
 // recs (each added at weight f; recs that do not join a domain add
 // nothing to it). A query's answers are nil where its domain does not
 // identify them; all reports whether every query's are identified. used
-// lists the stored measurements that joined.
-func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64) (es *estimated, used []int64, all bool) {
-	es = &estimated{vals: make([][][]float64, len(w.Queries)), vars: make([][][]float64, len(w.Queries))}
+// lists the stored measurements that joined. With recs, combos are the
+// domains' combined systems; prior, when given, are combinations with
+// the same structure (scored before measuring), whose factorisations
+// serve when the information matrices are equal bit for bit.
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination) (es *Estimated, used []int64, all bool, combos []*combination) {
+	es = &Estimated{Vals: make([][][]float64, len(w.Queries)), Vars: make([][][]float64, len(w.Queries))}
 	all = true
-	for _, d := range doms {
+	for i, d := range doms {
 		used = append(used, d.g.Used...)
-		g := d.g
-		if len(recs) > 0 {
-			g = g.Clone()
-			for _, r := range recs {
-				if r, ok := d.reduce(r); ok {
-					g.Add(r, f)
+		var est *planner.Estimate
+		if len(recs) == 0 {
+			est = d.solved.estimate()
+		} else {
+			cb := &combination{g: d.g.Clone()}
+			for k, r := range recs {
+				if r, ok := d.reduce(r); ok && cb.g.Add(r, f) {
+					cb.recs = append(cb.recs, k)
 				}
 			}
-		}
-		var est *planner.Estimate
-		if !g.Empty() {
-			est, _ = g.Solve()
+			switch {
+			case cb.g.Empty():
+			case i < len(prior) && prior[i] != nil && prior[i].est != nil && cb.g.Equal(prior[i].g):
+				cb.est = cb.g.Refit(prior[i].est)
+			default:
+				cb.est, _ = cb.g.Solve()
+			}
+			est = cb.est
+			combos = append(combos, cb)
 		}
 		for _, q := range d.queries {
 			if est == nil {
@@ -277,11 +315,11 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 				all = false
 				continue
 			}
-			es.vals[q], es.vars[q] = vals, vars
+			es.Vals[q], es.Vars[q] = vals, vars
 		}
 	}
 	slices.Sort(used)
-	return es, slices.Compact(used), all
+	return es, slices.Compact(used), all, combos
 }
 
 // queryFromEstimate answers query q's aggregates from est, the estimate
@@ -289,6 +327,34 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 // variance; ok is false when some answer that is not zero by construction
 // is not identified.
 func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *domain) (vals, vars [][]float64, ok bool) {
+	qu := w.Queries[q]
+	for a, groups := range answerVectors(w, q, d) {
+		v, vr := make([]float64, len(groups)), make([]float64, len(groups))
+		for g, av := range groups {
+			if !qu.IsLive(a, g) || len(av.cells) == 0 {
+				continue
+			}
+			x, variance, ok := est.Answer(av.cells, av.ws)
+			if !ok {
+				return nil, nil, false
+			}
+			v[g], vr[g] = x, variance
+		}
+		vals, vars = append(vals, v), append(vars, vr)
+	}
+	return vals, vars, true
+}
+
+// vector is one answer as a linear function of the system's cells: the
+// cells it reads and their weights.
+type vector struct {
+	cells []int
+	ws    []float64
+}
+
+// answerVectors is every answer of query q over domain d's system, per
+// aggregate, per plain group (no cells: zero by construction).
+func answerVectors(w *compile.Workload, q int, d *domain) [][]vector {
 	all := w.Sizes()
 	qu := w.Queries[q]
 	sizes := make([]int, len(d.cols))
@@ -316,7 +382,8 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *dom
 		groupOf[c] = g
 	}
 	groups := qu.Groups(w)
-	for a, agg := range qu.Aggregates {
+	var out [][]vector
+	for _, agg := range qu.Aggregates {
 		on := make(compile.Linear, len(agg)) // the aggregate over d's columns
 		for i, t := range agg {
 			nt := compile.Term{Coef: t.Coef, Factors: make([]compile.Factor, len(d.cols))}
@@ -348,18 +415,11 @@ func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *dom
 				ws[g] = append(ws[g], x)
 			}
 		}
-		v, vr := make([]float64, groups), make([]float64, groups)
-		for g := 0; g < groups; g++ {
-			if !qu.IsLive(a, g) || len(cells[g]) == 0 {
-				continue
-			}
-			x, variance, ok := est.Answer(cells[g], ws[g])
-			if !ok {
-				return nil, nil, false
-			}
-			v[g], vr[g] = x, variance
+		vs := make([]vector, groups)
+		for g := range vs {
+			vs[g] = vector{cells[g], ws[g]}
 		}
-		vals, vars = append(vals, v), append(vars, vr)
+		out = append(out, vs)
 	}
-	return vals, vars, true
+	return out
 }

@@ -1,6 +1,8 @@
-package engine
+package reuse
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 
@@ -14,22 +16,30 @@ import (
 // into measure.Measurement records (one-row direct records stacked into
 // one), and their rows regrouped between domains.
 
+// digest is a short SHA-256 of s: a column's identity in a stored
+// measurement (the same digest as the store has always used).
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// measureColumns are w's columns as stored measurements name them.
 func measureColumns(w *compile.Workload) []measure.Column {
 	out := make([]measure.Column, len(w.Columns))
 	for j, c := range w.Columns {
 		base := *c
 		base.DroppedCell = false
-		out[j] = measure.Column{Name: c.Name, Def: digestString(fmt.Sprintf("%+v", *c)), Size: c.Size(),
-			Whole: !c.Drops() || c.DroppedCellIndex() >= 0, Base: digestString(fmt.Sprintf("%+v", base)), DroppedCell: c.DroppedCellIndex() >= 0}
+		out[j] = measure.Column{Name: c.Name, Def: digest(fmt.Sprintf("%+v", *c)), Size: c.Size(),
+			Whole: !c.Drops() || c.DroppedCellIndex() >= 0, Base: digest(fmt.Sprintf("%+v", base)), DroppedCell: c.DroppedCellIndex() >= 0}
 	}
 	return out
 }
 
-// records describes what plan p measures as stored measurements (with
+// Records describes what plan p measures as stored measurements (with
 // their answers when ans is not nil). all reports whether they carry every
 // noisy answer of the plan, so that the combination of old and new
 // measurements can answer the whole batch.
-func records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*measure.Measurement, all bool) {
+func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*measure.Measurement, all bool) {
 	cols := measureColumns(w)
 	sizes := w.Sizes()
 	scale := func(num, den uint64) string { return fmt.Sprintf("%d/%d", num, den) }

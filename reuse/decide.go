@@ -1,0 +1,463 @@
+package reuse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/planner"
+)
+
+// Planner is what the policy asks of the planner: the best plan for a
+// workload and the next best ones.
+type Planner interface {
+	Choose(ctx context.Context, w *compile.Workload, opt planner.Options) (*planner.Plan, error)
+	Alternatives(ctx context.Context, w *compile.Workload, opt planner.Options, k int) ([]*planner.Plan, error)
+}
+
+// Policy decides how batches are answered given the stored measurements.
+// It holds no data: only the planner, the smallest ε and ρ a plan may be
+// calibrated to, and the cache of solved stored systems (cache.go, each a
+// function of released measurements), so one Policy serves every table
+// of an engine, concurrently.
+type Policy struct {
+	planner            Planner
+	minEpsilon, minRho float64
+	solved             *Cache
+}
+
+// New returns a policy that plans with pl, calibrates no plan below
+// minEpsilon (ε) or minRho (ρ), and keeps up to cacheBytes of solved
+// stored systems (≤ 0: none).
+func New(pl Planner, minEpsilon, minRho float64, cacheBytes int64) *Policy {
+	return &Policy{planner: pl, minEpsilon: minEpsilon, minRho: minRho, solved: NewCache(cacheBytes)}
+}
+
+// Request is a batch to decide about.
+type Request struct {
+	W    *compile.Workload
+	Plan *planner.Plan // the batch's own plan at the session's options
+	Cost budget.Cost   // what Plan costs
+	// MaxStderr is the session's @dp_max_stderr when HasTarget; without
+	// one each answer is asked the variance Plan gives it.
+	MaxStderr float64
+	HasTarget bool
+	// Version is the data version measurements are kept under ("" when
+	// none are), and Stored what is stored under it (nil when unreadable).
+	Version string
+	Stored  []*measure.Measurement
+}
+
+// Estimated is every answer of a batch from one estimate: per query, per
+// aggregate, per plain group, the value and its exact variance (a
+// query's are nil where the estimate does not identify them).
+type Estimated struct {
+	Vals, Vars [][][]float64
+}
+
+// roundingVariance is what rounding a count to an integer adds to the
+// squared error of an estimate that is not an integer itself (about 1/12
+// for an estimate spread over many units): counts combined from several
+// measurements are, a single measurement's counts are not.
+const roundingVariance = 1.0 / 12
+
+// meets reports whether every live answer's variance plus margin is at
+// most its target's.
+func meets(w *compile.Workload, es *Estimated, target func(q, a, g int) float64, margin float64) bool {
+	for q := range w.Queries {
+		if !queryMeets(w, q, es.Vars[q], target, margin) {
+			return false
+		}
+	}
+	return true
+}
+
+// queryMeets is meets for query q, whose variances are vars.
+func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin float64) bool {
+	qu := w.Queries[q]
+	for a := range qu.Aggregates {
+		for g, v := range vars[a] {
+			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Decision is how a batch will be answered given what is stored.
+type Decision struct {
+	Version string // the data version; "" when measurements are not kept
+	Plan    *planner.Plan
+	Cost    budget.Cost
+	Stored  int        // measurements stored for this table version
+	Joined  []int64    // the stored measurements that join the batch
+	Before  *Estimated // answers from them alone (per query, nil where not identified)
+	Free    *Estimated // set when the batch is answered from them alone
+	Combine bool       // answers from old and new measurements together
+	After   *Estimated // the combination's answers' variances as planned (values meaningless)
+	// Target is the variance asked of each answer (query, aggregate,
+	// plain group).
+	Target func(q, a, g int) float64
+	// Measured is the workload Plan measures: the batch, or (when
+	// combining) the batch's queries the stored measurements do not
+	// already answer.
+	Measured *compile.Workload
+	// Considered are the candidate new measurements scored, and Pick the
+	// one chosen (nil when not combining).
+	Considered []*Combined
+	Pick       *Combined
+
+	w    *compile.Workload
+	doms []*domain // the estimation domains, with the stored measurements that join
+	// combos and recs are what Combined solved, for Remember.
+	combos []*combination
+	recs   []*measure.Measurement
+}
+
+// searchCells bounds the domain on which the least ε is searched for
+// (each step solves the system once); larger batches combine at the
+// batch's ε.
+const searchCells = 400
+
+// Decide decides how r.W is answered: free, from the stored
+// measurements alone, or measured by a plan (at the least ε that meets
+// the accuracy when combined with what is stored, for a domain small
+// enough to search). It reads only public things: the workload, the
+// plans, the stored measurements' structure and noise variances, and the
+// session's options; never their answers or the data.
+func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
+	w, plan := r.W, r.Plan
+	d := &Decision{Plan: plan, Cost: r.Cost, Measured: w, w: w, Version: r.Version}
+	d.Target = targets(w, plan, r.MaxStderr, r.HasTarget)
+	if r.Version == "" {
+		return d
+	}
+	ms := r.Stored
+	d.Stored = len(ms)
+	doms, ok := domainsOf(w, ms, nil, pol.solved)
+	if !ok || len(ms) == 0 {
+		return d
+	}
+	before, joined, all, _ := estimate(w, doms, nil, 1, nil)
+	if len(joined) == 0 {
+		return d
+	}
+	d.doms, d.Joined, d.Before = doms, joined, before
+	margin := 0.0
+	if len(joined) > 1 {
+		margin = roundingVariance
+	}
+	if all && meets(w, before, d.Target, margin) {
+		d.Free = before
+		return d
+	}
+	pol.choose(ctx, d, ms)
+	return d
+}
+
+// targets is the variance asked of each answer (query, aggregate, plain
+// group): maxStderr² when hasTarget, else what plan gives it.
+func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarget bool) func(q, a, g int) float64 {
+	group := make([]int, len(w.Columns))
+	return func(q, a, g int) float64 {
+		if hasTarget {
+			return maxStderr * maxStderr
+		}
+		qu := w.Queries[q]
+		qu.GroupCells(w, g, group[:len(qu.GroupCols)])
+		return plan.Variance(q, a, group[:len(qu.GroupCols)])
+	}
+}
+
+// choose picks what to measure: candidate new measurements, each scored
+// by the least ε (ρ) at which, combined with the stored ones, it meets
+// every answer's accuracy; the cheapest wins, the batch's own plan on
+// ties. The bisection solves each domain's system a dozen times per
+// candidate (about n³ each): only small domains are searched.
+func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
+	w, plan, doms := d.w, d.Plan, d.doms
+	work, largest := 0.0, 0
+	for _, dm := range doms {
+		n := dm.cells()
+		work += float64(n) * float64(n) * float64(n)
+		largest = max(largest, n)
+	}
+	search := largest <= searchCells
+	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
+	for _, c := range pol.candidates(ctx, w, plan, d.Before, d.Target, search, work) {
+		cd := doms
+		if classed {
+			// Solved over classes of cells: the candidate's rows refine
+			// them too.
+			recs, all := Records(c.w, c.plan, nil)
+			if !all {
+				continue
+			}
+			var ok bool
+			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
+				continue
+			}
+		}
+		m, ok := pol.leastCombined(w, cd, c, d.Target, search)
+		if !ok {
+			continue
+		}
+		m.doms = cd
+		d.Considered = append(d.Considered, m)
+		if d.Pick == nil || m.cheaper(d.Pick) {
+			d.Pick = m
+		}
+	}
+	if d.Pick == nil {
+		return // the plan's answers cannot all join: measured alone, as without a store
+	}
+	d.Combine, d.Plan, d.Measured, d.After, d.doms = true, d.Pick.plan, d.Pick.w, d.Pick.after, d.Pick.doms
+	if o := d.Pick.plan.Options; o.Epsilon != plan.Options.Epsilon || o.Rho != plan.Options.Rho {
+		d.Cost = budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}
+	}
+}
+
+// Combined answers the batch from the stored measurements and recs, the
+// records of what Plan measured (with their answers); ok is false when
+// they do not answer every query.
+func (d *Decision) Combined(recs []*measure.Measurement) (*Estimated, bool) {
+	var prior []*combination
+	if d.Pick != nil {
+		prior = d.Pick.solved
+	}
+	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior)
+	d.combos, d.recs = combos, recs
+	return es, ok
+}
+
+// Remember puts the systems Combined solved in the policy's cache under
+// the keys the next batch over the same domains will find, once the
+// records are stored (their IDs set): the next batch's stored-only
+// system is this one, its measurements added in the same order (stored
+// oldest first, then these, whose IDs come after), so its information
+// matrix is the same bit for bit. Records not stored (ID 0) make the
+// domain's system one no batch will find: not kept.
+func (pol *Policy) Remember(d *Decision) {
+	for i, cb := range d.combos {
+		if cb.est == nil || i >= len(d.doms) {
+			continue
+		}
+		dm := d.doms[i]
+		if dm.cls != nil {
+			continue // the classes were refined by the records: another key
+		}
+		joined := slices.Clone(dm.joined)
+		used := slices.Clone(dm.g.Used)
+		for _, k := range cb.recs {
+			r := d.recs[k]
+			if r.ID == 0 {
+				joined = nil
+				break
+			}
+			joined, used = append(joined, r), append(used, r.ID)
+		}
+		if joined == nil {
+			continue
+		}
+		g, est := *cb.g, *cb.est
+		g.Used, est.Used = used, used
+		s := &solved{g: &g, est: &est}
+		pol.solved.put(systemKey(dm.mcols, nil, dm.sub, joined), s)
+	}
+}
+
+// Candidate is a new measurement that could be combined with the stored
+// ones: plan, measuring workload w — the batch, or the batch's queries
+// that the stored measurements do not already answer.
+type Candidate struct {
+	w    *compile.Workload
+	plan *planner.Plan
+	// queries are the batch's queries w has (nil: all).
+	queries []int
+}
+
+// Combined is a candidate at the least ε (ρ) found, with the combined
+// answers' variances as planned.
+type Combined struct {
+	Candidate
+	after  *Estimated
+	doms   []*domain      // the estimation domains it was scored in
+	solved []*combination // their systems with the candidate, as scored
+}
+
+// What names the candidate's strategy and, when it measures only some of
+// the batch's queries, which.
+func (c *Candidate) What() string {
+	if c.queries == nil {
+		return c.plan.Name
+	}
+	qs := make([]string, len(c.queries))
+	for i, q := range c.queries {
+		qs[i] = fmt.Sprint(q + 1)
+	}
+	return fmt.Sprintf("%s for query %s only", c.plan.Name, strings.Join(qs, ", "))
+}
+
+// At is the candidate's ε (ρ).
+func (c *Candidate) At() string {
+	if o := c.plan.Options; o.Noise == catalog.Gaussian {
+		return fmt.Sprintf("ρ = %.6g", o.Rho)
+	}
+	return fmt.Sprintf("ε = %.6g", c.plan.Options.Epsilon)
+}
+
+// cheaper reports whether m costs less than o (same noise family).
+func (m *Combined) cheaper(o *Combined) bool {
+	a, b := m.plan.Options, o.plan.Options
+	if a.Noise == catalog.Gaussian {
+		return a.Rho < b.Rho*(1-1e-9)
+	}
+	return a.Epsilon < b.Epsilon*(1-1e-9)
+}
+
+// searchWork bounds the work of choosing a new measurement given stored
+// ones, in units of cells³ (one solve of the combined system over n cells
+// costs about n³): a batch over searchCells cells scores one candidate,
+// a smaller one up to maxCandidates.
+const (
+	searchWork    = searchCells * searchCells * searchCells
+	maxCandidates = 8
+)
+
+// candidates lists what could be measured for w: plan itself;
+// when the stored measurements (before) already answer some queries
+// within their targets, the plan
+// for the others alone; and the planner's best alternatives for both,
+// as many as searchWork allows.
+func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, before *Estimated, target func(q, a, g int) float64, search bool, work float64) []Candidate {
+	out := []Candidate{{w: w, plan: plan}}
+	if !search {
+		return out
+	}
+	k := int(math.Min(maxCandidates, math.Max(1, searchWork/work)))
+	if k == 1 {
+		return out
+	}
+	var sub *compile.Workload
+	var unmet []int
+	for q := range w.Queries {
+		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance) {
+			continue
+		}
+		unmet = append(unmet, q)
+	}
+	if len(unmet) > 0 && len(unmet) < len(w.Queries) {
+		sub = &compile.Workload{Table: w.Table, Columns: w.Columns}
+		for _, q := range unmet {
+			sub.Queries = append(sub.Queries, w.Queries[q])
+		}
+		if p, err := pol.planner.Choose(ctx, sub, plan.Options); err == nil {
+			out = append(out, Candidate{w: sub, plan: p, queries: unmet})
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range out {
+		seen[fmt.Sprint(c.queries, c.plan.Name)] = true
+	}
+	addAlts := func(cw *compile.Workload, queries []int) {
+		alts, err := pol.planner.Alternatives(ctx, cw, plan.Options, k)
+		if err != nil {
+			return
+		}
+		for _, p := range alts {
+			if key := fmt.Sprint(queries, p.Name); !seen[key] && len(out) < k {
+				seen[key] = true
+				out = append(out, Candidate{w: cw, plan: p, queries: queries})
+			}
+		}
+	}
+	if sub != nil {
+		addAlts(sub, unmet)
+	}
+	addAlts(w, nil)
+	return out
+}
+
+// leastCombined scores c: ok when its measurement's answers join the
+// stored ones (in doms) and, combined, meet every answer's target at c's ε (ρ);
+// with search, at the least ε (ρ) that still does, found by bisection
+// over the share of c's information and checked at the plan's own
+// calibration.
+func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, target func(q, a, g int) float64, search bool) (*Combined, bool) {
+	var combos []*combination // the last evaluation's systems
+	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
+		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
+		combos = cbs
+		return es, ok
+	}
+	recs, all := Records(c.w, c.plan, nil)
+	if !all || len(recs) == 0 || cannotMeet(w, doms, recs, target) {
+		return nil, false
+	}
+	full, ok := with(recs, 1)
+	if !ok || !meets(w, full, target, roundingVariance) {
+		// Combined, the rounding of the counts would cost more than the
+		// stored measurements add: not a candidate.
+		return nil, false
+	}
+	out := &Combined{Candidate: c, after: full, solved: combos}
+	if !search {
+		return out, true
+	}
+	// The least share f of the plan's information (its noise variance
+	// scaled by 1/f) that still meets the targets.
+	lo, hi := 0.0, 1.0
+	for range 12 {
+		mid := (lo + hi) / 2
+		es, ok := with(recs, mid)
+		if ok && meets(w, es, target, roundingVariance) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	// The plan at that ε (ρ), checked at its own calibration. The discrete
+	// noise's variance is not quite proportional to the scale squared, so
+	// a calibration that misses is raised by the information it lacked.
+	o := c.plan.Options
+	more := func(f float64) { // multiplies the plan's information by f
+		if o.Noise == catalog.Gaussian {
+			o.Rho = math.Max(o.Rho*f, pol.minRho)
+		} else {
+			o.Epsilon = math.Max(o.Epsilon*math.Sqrt(f), pol.minEpsilon)
+		}
+	}
+	more(hi * 1.01)
+	for range 6 {
+		if o.Rho >= c.plan.Options.Rho*0.98 && o.Epsilon >= c.plan.Options.Epsilon*0.98 {
+			return out, true // hardly cheaper: the plan as it is
+		}
+		p2, err := c.plan.Recalibrated(o)
+		if err != nil {
+			return out, true
+		}
+		recs2, all := Records(c.w, p2, nil)
+		if !all {
+			return out, true
+		}
+		if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
+			c.plan = p2
+			return &Combined{Candidate: c, after: es2, solved: combos}, true
+		}
+		// One noise: p2 has the share v/v₂ of the plan's information and
+		// needed hi. Several: 3% more.
+		f := 1.03
+		if v, v2 := c.plan.NoiseVariance, p2.NoiseVariance; v > 0 && v2 > 0 {
+			f = math.Max(1.005, hi*v2/v*1.005)
+		}
+		more(f)
+	}
+	return out, true
+}
