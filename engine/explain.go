@@ -55,15 +55,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		}
 	}
 	if p.route == routeKnown {
-		cells := 1.0
-		for _, n := range w.Sizes() {
-			cells *= float64(n)
-		}
-		add("cells", fmt.Sprintf("%.0f", cells))
-		queries()
-		add("measurement", "none: every answer is known from the declared domain")
-		add("epsilon charged if run", "0 (no ledger entry)")
-		add("charged", "nothing (EXPLAIN)")
+		explainKnownRoute(w, add, queries)
 		return res, nil
 	}
 	if p.route == routeDistinct {
@@ -75,51 +67,15 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 		add("noise", string(p.opt.Noise))
 		add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(p.cost, t)))
 		explainTree(t, p, add)
-		if err := e.explainBudget(ctx, s, t, p.cost, add); err != nil {
-			return nil, err
-		}
-		add("charged", "nothing (EXPLAIN)")
-		return res, nil
+		return res, e.explainEnd(ctx, s, t, p.cost, add)
 	}
 	opt, cost, plan, selEps := p.opt, p.cost, p.plan, p.selEps
 	add("cells", fmt.Sprintf("%.0f", planner.CountedCells(w, opt.MaxCells)))
 	queries()
-	switch {
-	case opt.Noise == "": // a top-k selection only: no values measured
-		add("noise", "none (a selection only)")
-	case opt.Noise == catalog.Gaussian:
-		add("noise", string(opt.Noise))
-		add("rho", fmt.Sprintf("%g", opt.Rho))
-		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
-	default:
-		add("noise", string(opt.Noise))
-		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
-	}
-	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
-	if t.Unit == nil {
-		add("privacy unit", "row (each row is its own unit: the guarantee covers one row)")
-	} else {
-		c := planner.ContributionOf(t.Unit)
-		add("privacy unit", fmt.Sprintf("%s: the guarantee covers all rows of one %s; rows with a NULL %s are not counted", t.Unit, t.Unit.Column, t.Unit.Column))
-		add("unit contribution", fmt.Sprintf("at most %g rows of one unit change the histogram (L1, min(k, g·r)); sensitivities below are per unit", c.L1()))
-	}
-	if selEps > 0 {
-		k := *w.Queries[0].Source.Limit
-		rounds := "rounds"
-		if k == 1 {
-			rounds = "round"
-		}
-		delta := selectionSensitivity(t, w, w.Queries[0])
-		weights := fmt.Sprintf("exp(ε/%d·count)", k)
-		if delta != 1 {
-			weights = fmt.Sprintf("exp(ε/(%d·%d)·count)", k, delta)
-		}
-		add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity %d; weights %s)", k, rounds, w.Queries[0].RowCount(w), selEps, delta, weights))
-		if !measuresValues(w.Queries[0]) {
-			add("charged", "nothing (EXPLAIN)")
-			return res, nil
-		}
-		add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
+	explainNoise(t, opt, cost, add)
+	if selEps > 0 && !explainTopK(t, w, opt, selEps, add) {
+		add("charged", "nothing (EXPLAIN)")
+		return res, nil
 	}
 	// A top-k without counts measures nothing and returned above: only
 	// batches that measure values are planned (with options to plan with).
@@ -146,11 +102,7 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 			}
 		})
 		if d.Free != nil {
-			if err := e.explainBudget(ctx, s, t, budget.Cost{}, add); err != nil {
-				return nil, err
-			}
-			add("charged", "nothing (EXPLAIN)")
-			return res, nil
+			return res, e.explainEnd(ctx, s, t, budget.Cost{}, add)
 		}
 		plan = d.Plan
 		if d.Combine {
@@ -159,11 +111,75 @@ func (e *Engine) explain(ctx context.Context, s *Session, t *catalog.Table, sts 
 	}
 	explainPlan(w, t, plan, add)
 	explainErrors(w, variance, add)
+	return res, e.explainEnd(ctx, s, t, cost, add)
+}
+
+// explainEnd adds the budgets the batch would charge and that EXPLAIN
+// charged nothing.
+func (e *Engine) explainEnd(ctx context.Context, s *Session, t *catalog.Table, cost budget.Cost, add func(k, v string)) error {
 	if err := e.explainBudget(ctx, s, t, cost, add); err != nil {
-		return nil, err
+		return err
 	}
 	add("charged", "nothing (EXPLAIN)")
-	return res, nil
+	return nil
+}
+
+// explainKnownRoute is EXPLAIN of a batch known from the declared domain.
+func explainKnownRoute(w *compile.Workload, add func(k, v string), queries func()) {
+	cells := 1.0
+	for _, n := range w.Sizes() {
+		cells *= float64(n)
+	}
+	add("cells", fmt.Sprintf("%.0f", cells))
+	queries()
+	add("measurement", "none: every answer is known from the declared domain")
+	add("epsilon charged if run", "0 (no ledger entry)")
+	add("charged", "nothing (EXPLAIN)")
+}
+
+// explainNoise adds the noise, its parameters, what a run would charge and
+// the privacy unit the guarantee covers.
+func explainNoise(t *catalog.Table, opt planner.Options, cost budget.Cost, add func(k, v string)) {
+	switch {
+	case opt.Noise == "": // a top-k selection only: no values measured
+		add("noise", "none (a selection only)")
+	case opt.Noise == catalog.Gaussian:
+		add("noise", string(opt.Noise))
+		add("rho", fmt.Sprintf("%g", opt.Rho))
+		add("epsilon (at delta)", fmt.Sprintf("%g (δ=%g)", costEpsilon(cost, t), t.Budget.Delta))
+	default:
+		add("noise", string(opt.Noise))
+		add("epsilon", fmt.Sprintf("%g", opt.Epsilon))
+	}
+	add("epsilon charged if run", fmt.Sprintf("%.6g", costEpsilon(cost, t)))
+	if t.Unit == nil {
+		add("privacy unit", "row (each row is its own unit: the guarantee covers one row)")
+	} else {
+		c := planner.ContributionOf(t.Unit)
+		add("privacy unit", fmt.Sprintf("%s: the guarantee covers all rows of one %s; rows with a NULL %s are not counted", t.Unit, t.Unit.Column, t.Unit.Column))
+		add("unit contribution", fmt.Sprintf("at most %g rows of one unit change the histogram (L1, min(k, g·r)); sensitivities below are per unit", c.L1()))
+	}
+}
+
+// explainTopK adds a top-k selection's row; it reports whether the batch
+// also measures the selected groups' values.
+func explainTopK(t *catalog.Table, w *compile.Workload, opt planner.Options, selEps float64, add func(k, v string)) bool {
+	k := *w.Queries[0].Source.Limit
+	rounds := "rounds"
+	if k == 1 {
+		rounds = "round"
+	}
+	delta := selectionSensitivity(t, w, w.Queries[0])
+	weights := fmt.Sprintf("exp(ε/%d·count)", k)
+	if delta != 1 {
+		weights = fmt.Sprintf("exp(ε/(%d·%d)·count)", k, delta)
+	}
+	add("top-k selection", fmt.Sprintf("exponential mechanism, %d %s without replacement over %d groups, ε = %g (utility: the group's count, sensitivity %d; weights %s)", k, rounds, w.Queries[0].RowCount(w), selEps, delta, weights))
+	if !measuresValues(w.Queries[0]) {
+		return false
+	}
+	add("measurement of the selected groups' values", fmt.Sprintf("ε = %g", opt.Epsilon+costEpsilon(budget.Cost{Rho: opt.Rho}, t)))
+	return true
 }
 
 // explainBudget adds the budgets the batch would charge, with what they

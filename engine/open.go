@@ -124,140 +124,160 @@ type openUse struct {
 // openUses classifies the batch's uses of t's open columns, refusing any
 // use that is not grouping or an equality test against literals.
 func openUses(t *catalog.Table, sts []*parser.Statement) (map[string]*openUse, error) {
-	open := t.OpenColumns()
-	if len(open) == 0 {
+	if len(t.OpenColumns()) == 0 {
 		return nil, nil
 	}
-	isOpen := func(c string) bool {
-		col := t.Column(c)
-		return col != nil && col.Open
-	}
-	uses := map[string]*openUse{}
-	use := func(c string) *openUse {
-		c = strings.ToLower(c)
-		if uses[c] == nil {
-			uses[c] = &openUse{}
-		}
-		return uses[c]
-	}
-	refuse := func(c string) error {
-		return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s, top-k), compared with literals (=, <>, IN, NOT IN, LIKE) and joined to a public table (ON %s = p.key), not used in expressions, aggregates, HAVING or ORDER BY", c, t.Name, c, c)
-	}
-	// A join to a public table on an open column (ON t.c = p.k) names
-	// the public keys as literals: the column's cells are then the keys
-	// and the other values, and the lookups of p's columns are decided
-	// on them. Elsewhere such a Lookup does not read the column's values.
-	joined := func(e parser.Expr) bool {
-		l, ok := e.(parser.Lookup)
-		if !ok {
-			return false
-		}
-		c, ok := l.Key.(parser.Col)
-		return ok && isOpen(c.Name)
-	}
-	hide := func(e parser.Expr) (parser.Expr, bool) {
-		if joined(e) {
-			return parser.Value{Null: true}, true
-		}
-		return nil, false
-	}
-	exprCols := func(e parser.Expr) []string {
-		if e == nil {
-			return nil
-		}
-		return parser.ExprColumns(parser.RewriteExpr(e, hide))
-	}
-	var itemCols func(it parser.SelectItem) []string
-	itemCols = func(it parser.SelectItem) []string {
-		cp := it
-		cp.Arg, cp.Key, cp.Expr = nil, nil, nil
-		out := append(parser.ItemColumns(cp), exprCols(it.Arg)...)
-		out = append(out, exprCols(it.Key)...)
-		var walk func(e *parser.AggExpr)
-		walk = func(e *parser.AggExpr) {
-			if e == nil {
-				return
-			}
-			if e.Leaf != nil {
-				out = append(out, itemCols(*e.Leaf)...)
-			}
-			walk(e.Left)
-			walk(e.Right)
-			for _, a := range e.Args {
-				walk(a)
-			}
-		}
-		walk(it.Expr)
-		return out
-	}
+	o := &openScan{t: t, uses: map[string]*openUse{}}
 	for _, st := range sts {
-		q := st.Query
-		if q == nil {
-			continue
-		}
-		for _, j := range q.Joins {
-			if !joined(j.Match) {
-				continue
-			}
-			u := use(j.Match.Key.(parser.Col).Name)
-			for _, k := range j.Match.Keys {
-				if !k.Null {
-					u.literals = append(u.literals, k.Lit.Text)
-				}
-			}
-		}
-		for _, g := range q.GroupBy {
-			if isOpen(g) {
-				use(g).grouped = true
-			}
-		}
-		for _, it := range q.Select {
-			if it.Agg == parser.AggNone && it.Key == nil && it.Expr == nil && it.Column != "" && isOpen(it.Column) {
-				if !slices.Contains(q.GroupBy, it.Column) {
-					return nil, refuse(it.Column)
-				}
-				continue
-			}
-			for _, c := range itemCols(it) {
-				if isOpen(c) {
-					return nil, refuse(c)
-				}
-			}
-		}
-		for _, g := range q.GroupExprs {
-			for _, c := range exprCols(g.Expr) {
-				if isOpen(c) {
-					return nil, refuse(c)
-				}
-			}
-		}
-		if q.Having != nil {
-			for _, c := range parser.PredColumns(parser.RewritePred(q.Having, hide)) {
-				if isOpen(c) {
-					return nil, refuse(c)
-				}
-			}
-		}
-		for _, o := range q.OrderBy {
-			if o.SelectIndex >= 0 {
-				continue
-			}
-			cs := []string{o.Column}
-			cs = append(cs, exprCols(o.Key)...)
-			cs = append(cs, exprCols(o.Arg)...)
-			for _, c := range cs {
-				if c != "" && isOpen(c) {
-					return nil, refuse(c)
-				}
-			}
-		}
-		if q.Where != nil {
-			if err := literalUses(parser.RewritePred(q.Where, hide), isOpen, use, refuse); err != nil {
+		if st.Query != nil {
+			if err := o.query(st.Query); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return uses, nil
+	return o.uses, nil
+}
+
+// openScan is openUses' walk over one table's statements.
+type openScan struct {
+	t    *catalog.Table
+	uses map[string]*openUse
+}
+
+func (o *openScan) isOpen(c string) bool {
+	col := o.t.Column(c)
+	return col != nil && col.Open
+}
+
+func (o *openScan) use(c string) *openUse {
+	c = strings.ToLower(c)
+	if o.uses[c] == nil {
+		o.uses[c] = &openUse{}
+	}
+	return o.uses[c]
+}
+
+func (o *openScan) refuse(c string) error {
+	return parser.Errorf(parser.CodeDPRefused, "column %s of table %s has no public list of values (type text or open): it can be grouped by (GROUP BY %s, top-k), compared with literals (=, <>, IN, NOT IN, LIKE) and joined to a public table (ON %s = p.key), not used in expressions, aggregates, HAVING or ORDER BY", c, o.t.Name, c, c)
+}
+
+// joined reports a join to a public table on an open column (ON t.c =
+// p.k): it names the public keys as literals, the column's cells are then
+// the keys and the other values, and the lookups of p's columns are
+// decided on them. Elsewhere such a Lookup does not read the column's
+// values.
+func (o *openScan) joined(e parser.Expr) bool {
+	l, ok := e.(parser.Lookup)
+	if !ok {
+		return false
+	}
+	c, ok := l.Key.(parser.Col)
+	return ok && o.isOpen(c.Name)
+}
+
+// hide replaces a joined lookup, which reads no values of the column.
+func (o *openScan) hide(e parser.Expr) (parser.Expr, bool) {
+	if o.joined(e) {
+		return parser.Value{Null: true}, true
+	}
+	return nil, false
+}
+
+func (o *openScan) exprCols(e parser.Expr) []string {
+	if e == nil {
+		return nil
+	}
+	return parser.ExprColumns(parser.RewriteExpr(e, o.hide))
+}
+
+// itemCols are the columns a select item reads, through its aggregate
+// expression tree.
+func (o *openScan) itemCols(it parser.SelectItem) []string {
+	cp := it
+	cp.Arg, cp.Key, cp.Expr = nil, nil, nil
+	out := append(parser.ItemColumns(cp), o.exprCols(it.Arg)...)
+	out = append(out, o.exprCols(it.Key)...)
+	var walk func(e *parser.AggExpr)
+	walk = func(e *parser.AggExpr) {
+		if e == nil {
+			return
+		}
+		if e.Leaf != nil {
+			out = append(out, o.itemCols(*e.Leaf)...)
+		}
+		walk(e.Left)
+		walk(e.Right)
+		for _, a := range e.Args {
+			walk(a)
+		}
+	}
+	walk(it.Expr)
+	return out
+}
+
+// refuseAny refuses the first open column of cs.
+func (o *openScan) refuseAny(cs []string) error {
+	for _, c := range cs {
+		if c != "" && o.isOpen(c) {
+			return o.refuse(c)
+		}
+	}
+	return nil
+}
+
+// query records one statement's uses: joins and GROUP BY on an open
+// column, literals compared with it in WHERE; any other use is refused.
+func (o *openScan) query(q *parser.Query) error {
+	for _, j := range q.Joins {
+		if !o.joined(j.Match) {
+			continue
+		}
+		u := o.use(j.Match.Key.(parser.Col).Name)
+		for _, k := range j.Match.Keys {
+			if !k.Null {
+				u.literals = append(u.literals, k.Lit.Text)
+			}
+		}
+	}
+	for _, g := range q.GroupBy {
+		if o.isOpen(g) {
+			o.use(g).grouped = true
+		}
+	}
+	for _, it := range q.Select {
+		if it.Agg == parser.AggNone && it.Key == nil && it.Expr == nil && it.Column != "" && o.isOpen(it.Column) {
+			if !slices.Contains(q.GroupBy, it.Column) {
+				return o.refuse(it.Column)
+			}
+			continue
+		}
+		if err := o.refuseAny(o.itemCols(it)); err != nil {
+			return err
+		}
+	}
+	for _, g := range q.GroupExprs {
+		if err := o.refuseAny(o.exprCols(g.Expr)); err != nil {
+			return err
+		}
+	}
+	if q.Having != nil {
+		if err := o.refuseAny(parser.PredColumns(parser.RewritePred(q.Having, o.hide))); err != nil {
+			return err
+		}
+	}
+	for _, ob := range q.OrderBy {
+		if ob.SelectIndex >= 0 {
+			continue
+		}
+		cs := append([]string{ob.Column}, o.exprCols(ob.Key)...)
+		if err := o.refuseAny(append(cs, o.exprCols(ob.Arg)...)); err != nil {
+			return err
+		}
+	}
+	if q.Where != nil {
+		return literalUses(parser.RewritePred(q.Where, o.hide), o.isOpen, o.use, o.refuse)
+	}
+	return nil
 }
 
 // literalUses collects the literals compared with open columns in p.
