@@ -89,6 +89,22 @@ func loadUnitKey(dataDir string) (string, error) {
 	if !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("unit key %s: %w", path, err)
 	}
+	return readUnitKeyFile(path)
+}
+
+// ReadUnitKey reads dataDir's unit key without creating one: "" when
+// there is none (dpproxy state migrate copies it into shared state).
+func ReadUnitKey(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, UnitKeyFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return readUnitKeyFile(path)
+}
+
+// readUnitKeyFile reads and checks a unit key file; one readable by
+// others is refused.
+func readUnitKeyFile(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("unit key %s: %w", path, err)

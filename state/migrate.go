@@ -2,23 +2,18 @@ package state
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/answers"
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/internal/statedb"
 	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/sources"
 )
-
-// unitKeyFile is the SQLite state's unit-hash key (sources.UnitKeyFile).
-const unitKeyFile = "unit-hash.key"
 
 // Migrated counts what Migrate copied.
 type Migrated struct {
@@ -56,7 +51,7 @@ func Migrate(ctx context.Context, dataDir string, st catalog.State) (Migrated, e
 	}
 	defer db.Close()
 	out.Where = db.Where
-	key, err := readUnitKey(dataDir)
+	key, err := sources.ReadUnitKey(dataDir)
 	if err != nil {
 		return out, err
 	}
@@ -67,7 +62,7 @@ func Migrate(ctx context.Context, dataDir string, st catalog.State) (Migrated, e
 		}
 		if got != key {
 			return out, fmt.Errorf("state migrate: %s already keeps another unit-hash key than %s: proxies on the two would bound different rows; migrate into an empty database",
-				db.Where, filepath.Join(dataDir, unitKeyFile))
+				db.Where, filepath.Join(dataDir, sources.UnitKeyFile))
 		}
 		out.UnitKey = true
 	}
@@ -111,21 +106,4 @@ func Migrate(ctx context.Context, dataDir string, st catalog.State) (Migrated, e
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// readUnitKey reads dataDir's unit-hash key ("" when there is none).
-func readUnitKey(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, unitKeyFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("state migrate: unit key %s: %w", path, err)
-	}
-	key := strings.TrimSpace(string(b))
-	if raw, err := hex.DecodeString(key); err != nil || len(raw) < 16 {
-		return "", fmt.Errorf("state migrate: unit key %s: not a key of at least 32 hex digits", path)
-	}
-	return key, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/internal/statedb"
 	"github.com/dpproxy/dpproxy/internal/testdb"
+	"github.com/dpproxy/dpproxy/sources"
 )
 
 var pgServer = testdb.NewLazy(testdb.StartPostgres)
@@ -149,7 +150,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("5a", 32)
-	if err := os.WriteFile(filepath.Join(dir, unitKeyFile), []byte(key+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, sources.UnitKeyFile), []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st := catalog.State{Driver: catalog.StatePostgres, DSN: database(t, "dpstate_migrate")}
@@ -194,7 +195,7 @@ func TestMigrate(t *testing.T) {
 	if _, err := Migrate(ctx, dir, st); err == nil {
 		t.Fatal("migrated twice into one database")
 	}
-	if err := os.WriteFile(filepath.Join(dir, unitKeyFile), []byte(strings.Repeat("77", 32)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, sources.UnitKeyFile), []byte(strings.Repeat("77", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Migrate(ctx, dir, st); err == nil || !strings.Contains(err.Error(), "another unit-hash key") {
