@@ -153,13 +153,13 @@ func benchAll(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the figures, raw results and skips as JSON to this `file`")
 	only := fs.String("only", "", "run only the suites whose name matches this `regexp` ("+suiteNames()+")")
 	if err := fs.Parse(args); err != nil {
-		return exitError{2, err}
+		return exitError{Code: 2, Err: err}
 	}
 	var sel *regexp.Regexp
 	if *only != "" {
 		var err error
 		if sel, err = regexp.Compile(*only); err != nil {
-			return exitError{2, err}
+			return exitError{Code: 2, Err: err}
 		}
 	}
 	start := time.Now()

@@ -10,14 +10,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/dpproxy/dpproxy/internal/cli"
 )
 
 func main() {
@@ -54,27 +54,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			fmt.Fprintln(stderr, "dpproxy-bench:", ex.err)
-			return ex.code
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "dpproxy-bench:", err)
-		return 1
-	}
-	return 0
+	return cli.Status(stderr, "dpproxy-bench", err)
 }
 
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e exitError) Error() string { return e.err.Error() }
+// exitError ends the command with its code (see package cli).
+type exitError = cli.ExitError
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: go run ./cmd/dpproxy-bench <benchmark> [flags]

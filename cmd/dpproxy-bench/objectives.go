@@ -114,7 +114,7 @@ func benchFairness(args []string, stdout io.Writer) error {
 	if *noiseName == "gaussian" {
 		base = planner.Options{Noise: catalog.Gaussian, Rho: *eps * *eps / 2}
 	} else if *noiseName != "laplace" {
-		return exitError{code: 2, err: fmt.Errorf("bad --noise %q", *noiseName)}
+		return exitError{Code: 2, Err: fmt.Errorf("bad --noise %q", *noiseName)}
 	}
 	pl := planner.New()
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -221,7 +221,7 @@ func benchTarget(args []string, stdout io.Writer) error {
 	if *noiseName == "gaussian" {
 		fam = catalog.Gaussian
 	} else if *noiseName != "laplace" {
-		return exitError{code: 2, err: fmt.Errorf("bad --noise %q", *noiseName)}
+		return exitError{Code: 2, Err: fmt.Errorf("bad --noise %q", *noiseName)}
 	}
 	const delta = 1e-6
 	cat := catalog.Demo()

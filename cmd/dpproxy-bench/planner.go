@@ -32,7 +32,7 @@ func benchPlanner(args []string, stdout io.Writer) error {
 	}
 	sizes, err := parseDomain(*domain)
 	if err != nil {
-		return exitError{code: 2, err: err}
+		return exitError{Code: 2, Err: err}
 	}
 	cells := 1.0
 	for _, n := range sizes {
@@ -44,7 +44,7 @@ func benchPlanner(args []string, stdout io.Writer) error {
 	case "gaussian":
 		opt.Noise = catalog.Gaussian
 	default:
-		return exitError{code: 2, err: fmt.Errorf("bad --noise %q", *noiseName)}
+		return exitError{Code: 2, Err: fmt.Errorf("bad --noise %q", *noiseName)}
 	}
 	pl := planner.New()
 	var plan *planner.GramPlan
@@ -65,11 +65,11 @@ func benchPlanner(args []string, stdout io.Writer) error {
 			k = 3
 		}
 		if k > len(sizes) {
-			return exitError{code: 2, err: fmt.Errorf("%s needs at least %d columns in --domain", *workload, k)}
+			return exitError{Code: 2, Err: fmt.Errorf("%s needs at least %d columns in --domain", *workload, k)}
 		}
 		plan, err = pl.ChooseMarginals(context.Background(), planner.AllMarginals(sizes, k), opt)
 	default:
-		return exitError{code: 2, err: fmt.Errorf("bad --workload %q", *workload)}
+		return exitError{Code: 2, Err: fmt.Errorf("bad --workload %q", *workload)}
 	}
 	if err != nil {
 		return err

@@ -62,7 +62,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	l, err := state.OpenLedger(ctx, cat.State, cf.dataDir, sub == "sign")
 	if err != nil {
 		if !cat.State.Shared() && errors.Is(err, os.ErrNotExist) {
-			return exitError{code: 1, err: err}
+			return exitError{Code: 1, Err: err}
 		}
 		return tamperExit(err)
 	}
@@ -127,16 +127,16 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 // and a ledger file SQLite finds damaged (e.g. cut short) to exit status 3.
 func tamperExit(err error) error {
 	if budget.IsDamaged(err) {
-		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: the ledger file is damaged (truncated or corrupted): %w", err)}
+		return exitError{Code: 3, Err: fmt.Errorf("ledger verification FAILED: the ledger file is damaged (truncated or corrupted): %w", err)}
 	}
 	var te *budget.TamperError
 	if !errors.As(err, &te) {
 		return err
 	}
 	if te.Seq == 0 {
-		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %s", te.Reason)}
+		return exitError{Code: 3, Err: fmt.Errorf("ledger verification FAILED: %s", te.Reason)}
 	}
-	return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", te.Seq, te.Reason)}
+	return exitError{Code: 3, Err: fmt.Errorf("ledger verification FAILED at entry %d: %s", te.Seq, te.Reason)}
 }
 
 // printReport renders budget.Ledger.Report, the one implementation of an
@@ -146,9 +146,9 @@ func tamperExit(err error) error {
 func printReport(ctx context.Context, stdout io.Writer, r budget.Report, cat *catalog.Catalog, l *budget.Ledger) error {
 	failed := func(seq int64, problem string) error {
 		if seq == 0 {
-			return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED: %s", problem)}
+			return exitError{Code: 3, Err: fmt.Errorf("ledger verification FAILED: %s", problem)}
 		}
-		return exitError{code: 3, err: fmt.Errorf("ledger verification FAILED at entry %d: %s", seq, problem)}
+		return exitError{Code: 3, Err: fmt.Errorf("ledger verification FAILED at entry %d: %s", seq, problem)}
 	}
 	if !r.ChainIntact || !r.WithinLimits {
 		return failed(r.BadSeq, r.Problem)

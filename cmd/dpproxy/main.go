@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/dpproxy/dpproxy/internal/cli"
 )
 
 func main() {
@@ -54,27 +54,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			fmt.Fprintln(stderr, "dpproxy:", ex.err)
-			return ex.code
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "dpproxy:", err)
-		return 1
-	}
-	return 0
+	return cli.Status(stderr, "dpproxy", err)
 }
 
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e exitError) Error() string { return e.err.Error() }
+// exitError ends the command with its code (see package cli).
+type exitError = cli.ExitError
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: dpproxy <command> [flags]

@@ -26,7 +26,7 @@ func profileUnits(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *column != "" && *table == "" {
-		return exitError{2, errors.New("profile-units: -column needs -table")}
+		return exitError{Code: 2, Err: errors.New("profile-units: -column needs -table")}
 	}
 	cat, err := cf.load(ctx)
 	if err != nil {
@@ -77,7 +77,7 @@ func profileUnits(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if n == 0 {
-		return exitError{2, errors.New("profile-units: no table with a privacy_unit (use -table and -column)")}
+		return exitError{Code: 2, Err: errors.New("profile-units: no table with a privacy_unit (use -table and -column)")}
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 // catalog's state section names (package state does the work).
 func stateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "migrate" {
-		return exitError{code: 2, err: errors.New("state: usage: dpproxy state migrate --config FILE [--data-dir DIR]")}
+		return exitError{Code: 2, Err: errors.New("state: usage: dpproxy state migrate --config FILE [--data-dir DIR]")}
 	}
 	fs := flag.NewFlagSet("state migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -26,7 +26,7 @@ func stateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if cf.config == "" {
-		return exitError{code: 2, err: errors.New("state migrate: --config is required: its state section names the PostgreSQL database to copy into")}
+		return exitError{Code: 2, Err: errors.New("state migrate: --config is required: its state section names the PostgreSQL database to copy into")}
 	}
 	cat, err := catalog.Load(cf.config)
 	if err != nil {
