@@ -56,7 +56,6 @@ func (c *commonFlags) load(ctx context.Context) (*catalog.Catalog, error) {
 	return cat, nil
 }
 
-func (c *commonFlags) ledgerPath() string { return filepath.Join(c.dataDir, "ledger.sqlite") }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
