@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,7 +80,7 @@ func startFleet(t *testing.T, n int, dsn string) *proxyFleet {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cmd := command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", d, "--config", f.cfg, "--http", "off")
+		cmd := command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", d, "--config", f.cfg, "--http", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "DPPROXY_STATE_DSN="+dsn)
 		f.procs = append(f.procs, startChildCmd(t, cmd))
 		f.dirs = append(f.dirs, d)
@@ -240,11 +244,86 @@ func TestThreeProxiesShareState(t *testing.T) {
 		t.Logf("SIGKILL under load: %d answers, %d charges; audit verify passes", answered.Load(), after-before)
 	})
 
+	t.Run("audit and console", func(t *testing.T) {
+		// The audit commands read the shared ledger from any host; a
+		// console login on one proxy holds on the others.
+		code, out, errOut := dpproxyCmd("audit", "list", "--config", f.cfg, "--data-dir", t.TempDir(), "--kind", "charge")
+		if code != 0 || strings.Count(out, "charge") < 5 {
+			t.Fatalf("audit list: exit %d\n%s%s", code, out, errOut)
+		}
+		if code, out, errOut := dpproxyCmd("audit", "budgets", "--config", f.cfg, "--data-dir", t.TempDir()); code != 0 || !strings.Contains(out, "fresh") {
+			t.Fatalf("audit budgets: exit %d\n%s%s", code, out, errOut)
+		}
+		cookie := consoleLogin(t, f.procs[0].waitLine(consoleLine), "analyst", "analyst")
+		for _, p := range []*child{f.procs[0], f.procs[2]} {
+			if code := consoleGet(t, p.waitLine(consoleLine)+"api/budgets", cookie); code != http.StatusOK {
+				t.Fatalf("the session of proxy 0 on %s: HTTP %d", p.addr, code)
+			}
+		}
+		if code := consoleGet(t, f.procs[2].waitLine(consoleLine)+"api/budgets", &http.Cookie{Name: cookie.Name, Value: "forged"}); code != http.StatusUnauthorized {
+			t.Fatalf("a forged session: HTTP %d", code)
+		}
+	})
+
 	for i, p := range f.procs {
 		if i != 1 {
 			p.stop()
 		}
 	}
+}
+
+var consoleLine = regexp.MustCompile(`^web console: (\S+)`)
+
+// consoleLogin logs in through the console's form and returns the session
+// cookie.
+func consoleLogin(t *testing.T, base, user, password string) *http.Cookie {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(base + "login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	u, _ := url.Parse(base)
+	csrf := ""
+	for _, ck := range jar.Cookies(u) {
+		if strings.Contains(ck.Name, "csrf") {
+			csrf = ck.Value
+		}
+	}
+	resp, err = c.PostForm(base+"login", url.Values{"user": {user}, "password": {password}, "csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "dpconsole_session" && ck.Value != "" {
+			return ck
+		}
+	}
+	t.Fatalf("console login: HTTP %d, no session cookie", resp.StatusCode)
+	return nil
+}
+
+// consoleGet fetches a console URL with a session cookie and returns the
+// status code.
+func consoleGet(t *testing.T, target string, cookie *http.Cookie) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // `dpproxy state migrate` moves a proxy's SQLite data directory into

@@ -92,6 +92,27 @@ type child struct {
 	stderr string // path of its log
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
+
+	mu  sync.Mutex
+	out []string // its standard output's lines so far
+}
+
+// waitLine waits up to 30 s for a line of the child's standard output
+// matching re and returns re's first submatch.
+func (c *child) waitLine(re *regexp.Regexp) string {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		for _, l := range c.out {
+			if m := re.FindStringSubmatch(l); m != nil {
+				c.mu.Unlock()
+				return m[1]
+			}
+		}
+		c.mu.Unlock()
+	}
+	c.t.Fatalf("dpproxy child printed no line matching %s:\n%s", re, c.log())
+	return ""
 }
 
 var servingLine = regexp.MustCompile(` on (\S+) \(data: `)
@@ -126,6 +147,9 @@ func startChildCmd(t *testing.T, cmd *exec.Cmd) *child {
 		sc := bufio.NewScanner(out)
 		sent := false
 		for sc.Scan() {
+			c.mu.Lock()
+			c.out = append(c.out, sc.Text())
+			c.mu.Unlock()
 			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				addr <- m[1]
 				sent = true
