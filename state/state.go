@@ -230,9 +230,7 @@ const unitKeySchema = `CREATE TABLE IF NOT EXISTS unit_key (
 // to start chooses it, and every later one reads the same key, so that
 // all of them bound contributions to the same rows.
 func unitKey(ctx context.Context, db *statedb.DB, want string) (string, error) {
-	if _, err := db.ExecContext(ctx, unitKeySchema); err != nil && !statedb.IsUniqueViolation(err) {
-		// (Two proxies creating the table at once: PostgreSQL may report
-		// the loser's catalog insert as a unique violation.)
+	if err := statedb.CreateSchema(ctx, db, "unit_key", unitKeySchema); err != nil {
 		return "", fmt.Errorf("create unit_key: %w", err)
 	}
 	if want == "" {
