@@ -431,10 +431,11 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if d.Combine {
 			strategy = d.Pick.What() + "; answered with " + usedText(d.Joined)
 		}
-		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.Cost, sts, unitBound(t, plan.Options, 0, 0))
+		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), withDigest(strategy, plan), d.Cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
 			return nil, err
 		}
+		e.recordReplay(ctx, s, t, sts, entry.Seq, d.Combine)
 		ans, err := exec.MeasureCounts(plan, counts, e.newSampler())
 		if err != nil {
 			// Charged but not released: conservative, and logged as such.
