@@ -370,9 +370,20 @@ func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 }
 
 func digest(sts []*parser.Statement) string {
+	texts := make([]string, len(sts))
+	for i, st := range sts {
+		texts[i] = st.Text
+	}
+	return QueryDigest(texts)
+}
+
+// QueryDigest is a ledger entry's query digest of a batch's statement
+// texts: a hex SHA-256 of the normalised texts, each followed by a NUL.
+// An auditor checks a replay record's texts against the entry with it.
+func QueryDigest(texts []string) string {
 	h := sha256.New()
-	for _, st := range sts {
-		h.Write([]byte(normalise(st.Text)))
+	for _, t := range texts {
+		h.Write([]byte(normalise(t)))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
@@ -151,4 +152,19 @@ func (e *Engine) replan(ctx context.Context, s *Session, sts []*parser.Statement
 		return p.plan, nil
 	}
 	return e.choose(ctx, p.w, p.opt)
+}
+
+// RecordedPlanDigest is the plan digest a charge's strategy text records;
+// ok is false for an entry without one (another route, or written before
+// digests were recorded).
+func RecordedPlanDigest(strategy string) (digest string, ok bool) {
+	i := strings.LastIndex(strategy, strategyDigestPrefix)
+	if i < 0 {
+		return "", false
+	}
+	d := strategy[i+len(strategyDigestPrefix):]
+	if len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return d, true
 }
