@@ -56,7 +56,6 @@ func (c *commonFlags) load(ctx context.Context) (*catalog.Catalog, error) {
 	return cat, nil
 }
 
-
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
