@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -132,4 +133,31 @@ func TestAuditVerifyReplanCLI(t *testing.T) {
 			t.Fatalf("exit %d, want 3 with %q\nstdout: %s\nstderr: %s", code, want, out, errOut)
 		}
 	})
+}
+
+// With shared PostgreSQL state the replay records are in the state
+// database: `audit verify --replan` from another host (an empty data
+// directory) re-plans a proxy's charges there.
+func TestAuditVerifyReplanSharedState(t *testing.T) {
+	srv := pgServer.Get(t)
+	t.Setenv("DPPROXY_STATE_DSN", stateDatabase(t, srv, "dpstate_replan"))
+	yaml := dashCatalog(t, t.TempDir()) + "state: {driver: postgres, dsn_env: DPPROXY_STATE_DSN}\n"
+	p, addr := startProxy(t, yaml)
+	db := connect(t, addr, "analyst", "analyst", "")
+	var n float64
+	for _, q := range []string{"SELECT COUNT(*) FROM visits WHERE sex = 'F'", "SELECT AVG(hours) FROM visits WHERE edu = 'MA'"} {
+		if err := db.QueryRow(q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	p.Close()
+	cfg := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := dpproxyCmd("audit", "verify", "--config", cfg, "--data-dir", t.TempDir(), "--replan", "10")
+	if code != 0 || !strings.Contains(out, "replanned 2: 2 match\n") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
 }
