@@ -53,10 +53,16 @@ func sessionPlanVars(s *Session) (map[string]string, error) {
 	return out, nil
 }
 
-// recordReplay stores the replay record of the charge at seq. A failure
-// is logged, not returned: the charge stands, and an audit reports the
-// entry as having no record.
-func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, seq int64, reused bool) {
+// recordReplay stores the replay record of the charge at seq, whose
+// batch the session's options made opt. A failure is logged, not
+// returned: the charge stands, and an audit reports the entry as having
+// no record.
+//
+// When the session set none of planVars, the ε (ρ on a Gaussian table)
+// the catalog's defaults gave is recorded as if set, so that a later
+// change of a default does not make the re-plan differ: options() plans
+// the same from @dp_epsilon (@dp_rho) as from the default it equals.
+func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, seq int64, opt planner.Options, reused bool) {
 	if e.measures == nil {
 		return
 	}
@@ -64,6 +70,13 @@ func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table,
 	if err != nil {
 		e.log.Warn("no replay record: session options unreadable", "seq", seq, "err", err)
 		return
+	}
+	if len(vars) == 0 {
+		if opt.Noise == catalog.Gaussian {
+			vars[VarRho] = strconv.FormatFloat(opt.Rho, 'g', -1, 64)
+		} else {
+			vars[VarEpsilon] = strconv.FormatFloat(opt.Epsilon, 'g', -1, 64)
+		}
 	}
 	texts := make([]string, len(sts))
 	for i, st := range sts {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/catalog"
 )
 
 // replanStatements are the statements replan batches draw from: counts,
@@ -103,5 +104,40 @@ func checkReplan(t *testing.T, f *fixture, e budget.Entry, stmts []string) {
 	}
 	if query != e.QueryDigest {
 		t.Errorf("%q: re-parsed query digest %s, entry's %s", stmts, query, e.QueryDigest)
+	}
+}
+
+// TestReplanAfterDefaultChanged: a batch run at the catalog's default ε
+// (on a Gaussian table, the ρ of the default ε) records that value, so it
+// re-plans to the same digest after the default changed; at a session ε
+// it re-plans likewise on the Gaussian table.
+func TestReplanAfterDefaultChanged(t *testing.T) {
+	ctx := context.Background()
+	f := newFixtureCatalog(t, gaussCatalog)
+	changed, err := catalog.Parse("changed.yaml", []byte(strings.ReplaceAll(gaussCatalog, "default_per_query: 0.1", "default_per_query: 0.7")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sql  string
+		vars map[string]any
+	}{
+		{"SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40", nil},
+		{"SELECT age, sex, COUNT(*) FROM gauss WHERE hours_per_week > 40 GROUP BY age, sex", nil},
+		{"SELECT sex, AVG(hours_per_week) FROM gauss GROUP BY sex", map[string]any{VarEpsilon: 0.9}},
+	} {
+		f.answer(t, session("analyst", c.vars), c.sql)
+		es := f.entries(t)
+		e := es[len(es)-1]
+		checkReplan(t, f, e, []string{c.sql})
+		recorded, _ := RecordedPlanDigest(e.Strategy)
+		r, err := f.eng.measures.Replay(ctx, e.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := New(Config{Catalog: changed, Ledger: f.ledger, Logger: f.cfg.Logger}).ReplanDigest(ctx, r)
+		if err != nil || got != recorded {
+			t.Errorf("%s after the default changed: %s, %v; recorded %s (options %v)", c.sql, got, err, recorded, r.Options)
+		}
 	}
 }
