@@ -370,9 +370,20 @@ func (e *Engine) limits(user string, t *catalog.Table) []budget.Limit {
 }
 
 func digest(sts []*parser.Statement) string {
+	texts := make([]string, len(sts))
+	for i, st := range sts {
+		texts[i] = st.Text
+	}
+	return QueryDigest(texts)
+}
+
+// QueryDigest is a ledger entry's query digest of a batch's statement
+// texts: a hex SHA-256 of the normalised texts, each followed by a NUL.
+// An auditor checks a replay record's texts against the entry with it.
+func QueryDigest(texts []string) string {
 	h := sha256.New()
-	for _, st := range sts {
-		h.Write([]byte(normalise(st.Text)))
+	for _, t := range texts {
+		h.Write([]byte(normalise(t)))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -431,10 +442,11 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if d.Combine {
 			strategy = d.Pick.What() + "; answered with " + usedText(d.Joined)
 		}
-		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), strategy, d.Cost, sts, unitBound(t, plan.Options, 0, 0))
+		entry, err := e.charge(ctx, s, t, string(plan.Options.Noise), withDigest(strategy, plan), d.Cost, sts, unitBound(t, plan.Options, 0, 0))
 		if err != nil {
 			return nil, err
 		}
+		e.recordReplay(ctx, s, t, sts, entry.Seq, opt, d.Combine)
 		ans, err := exec.MeasureCounts(plan, counts, e.newSampler())
 		if err != nil {
 			// Charged but not released: conservative, and logged as such.

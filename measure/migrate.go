@@ -12,16 +12,17 @@ import (
 // migrateBatch is how many rows Migrate copies per transaction.
 const migrateBatch = 200
 
-// Migrate copies the measurements and key sets of the SQLite store at
-// srcPath into dst (for `dpproxy state migrate`) and returns how many rows
-// it added. Measurements keep their table, definition, version, ledger
-// entry, size and encoding byte for byte, and their order (dst gives them
-// new ids, after its own); dst's byte bound then forgets the oldest, as
-// Put does. Key sets keep their ledger entry and time. A measurement dst
-// holds already (same key, ledger entry and encoding) is not copied again,
-// nor is a key set dst holds for the same version, so Migrate may be run
-// again: the same release counted twice would overstate what is known.
-// The source is opened read-only.
+// Migrate copies the measurements, key sets and replay records of the
+// SQLite store at srcPath into dst (for `dpproxy state migrate`) and
+// returns how many rows it added. Measurements keep their table,
+// definition, version, ledger entry, size and encoding byte for byte, and
+// their order (dst gives them new ids, after its own); dst's byte bound
+// then forgets the oldest, as Put does. Key sets keep their ledger entry
+// and time, replay records their ledger entry. A measurement dst holds
+// already (same key, ledger entry and encoding) is not copied again, nor
+// is a key set dst holds for the same version or a replay record for the
+// same entry, so Migrate may be run again: the same release counted twice
+// would overstate what is known. The source is opened read-only.
 func Migrate(ctx context.Context, srcPath string, dst *Store) (int64, error) {
 	if _, err := os.Stat(srcPath); err != nil {
 		return 0, fmt.Errorf("measure: migrate: %w", err)
@@ -48,7 +49,23 @@ func Migrate(ctx context.Context, srcPath string, dst *Store) (int64, error) {
 	if err != nil {
 		return n + k, fmt.Errorf("measure: migrate %s: key sets: %w", srcPath, err)
 	}
-	return n + k, nil
+	// Replay records (replay.go) move with the ledger entries they name,
+	// which keep their sequence numbers; a file written before replays
+	// has none.
+	var tables int
+	if err := src.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'replays'").Scan(&tables); err != nil {
+		return n + k, fmt.Errorf("measure: migrate %s: replays: %w", srcPath, err)
+	}
+	if tables == 0 {
+		return n + k, nil
+	}
+	r, err := copyRows(ctx, src, dst, "SELECT ledger_seq, table_name, user_name, texts, options, reused FROM replays ORDER BY ledger_seq", 6,
+		`INSERT INTO replays (ledger_seq, table_name, user_name, texts, options, reused) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (ledger_seq) DO NOTHING`, "", nil)
+	if err != nil {
+		return n + k + r, fmt.Errorf("measure: migrate %s: replays: %w", srcPath, err)
+	}
+	return n + k + r, nil
 }
 
 // copyRows copies the rows of query on src (of cols columns) into dst with

@@ -76,13 +76,20 @@ func testMigrate(t *testing.T, open opener) {
 			t.Fatal(err)
 		}
 	}
+	replay := Replay{LedgerSeq: 2000, Table: "t", User: "u", Texts: []string{"SELECT COUNT(*) FROM t"}, Options: map[string]string{"dp_epsilon": "0.5"}}
+	if err := src.PutReplay(ctx, replay); err != nil {
+		t.Fatal(err)
+	}
 	dst := open(t, 0)
 	if _, err := dst.PutKeys(ctx, KeySet{Table: "t", Def: "d", Column: "c", Version: "v0", Keys: []string{"mine"}}); err != nil {
 		t.Fatal(err)
 	}
 	added, err := Migrate(ctx, path, dst)
-	if err != nil || added != n+2 {
-		t.Fatalf("migrated %d, %v; want %d", added, err, n+2)
+	if err != nil || added != n+3 {
+		t.Fatalf("migrated %d, %v; want %d", added, err, n+3)
+	}
+	if got, err := dst.Replay(ctx, replay.LedgerSeq); err != nil || !reflect.DeepEqual(got, replay) {
+		t.Fatalf("migrated replay %+v, %v; want %+v", got, err, replay)
 	}
 	for v := range 3 {
 		version := fmt.Sprint("v", v)

@@ -64,12 +64,12 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_key ON measurements (table_name, def, version);`
 
-// schemaFor is schema and keySchema in the dialect's column types.
+// schemaFor is schema, keySchema and replaySchema in the dialect's column types.
 func schemaFor(d statedb.Dialect) string {
 	if d == statedb.Postgres {
-		return fmt.Sprintf(schema+keySchema, "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BIGINT", "BYTEA")
+		return fmt.Sprintf(schema+keySchema+replaySchema, "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BIGINT", "BYTEA")
 	}
-	return fmt.Sprintf(schema+keySchema, "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB")
+	return fmt.Sprintf(schema+keySchema+replaySchema, "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB")
 }
 
 // writersLock names the advisory lock that serializes the writers of a

@@ -39,6 +39,7 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 	pubKey := fs.String("public-key", "", "Ed25519 public key (hex, base64 or PEM; @FILE reads it) that signed the heads (verify; default: the catalog's)")
 	heads := fs.String("heads", "", "signed-heads file (verify, sign; default: <data-dir>/ledger.heads)")
 	keyOut := fs.String("out", "", "file for the new private key (keygen)")
+	replan := fs.Int("replan", 0, "also re-plan the newest N measured charges from their replay records and compare strategy digests (verify)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,7 +78,10 @@ func audit(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return tamperExit(err)
 		}
-		return printReport(ctx, stdout, r, cat, l.Ledger)
+		if err := printReport(ctx, stdout, r, cat, l.Ledger); err != nil || *replan <= 0 {
+			return err
+		}
+		return verifyReplan(ctx, stdout, cat, l, cf.dataDir, *replan)
 	case "sign":
 		k := cf.keyPath(cat)
 		if k == "" {

@@ -254,6 +254,13 @@ func TestThreeProxiesShareState(t *testing.T) {
 		if code, out, errOut := dpproxyCmd("audit", "budgets", "--config", f.cfg, "--data-dir", t.TempDir()); code != 0 || !strings.Contains(out, "fresh") {
 			t.Fatalf("audit budgets: exit %d\n%s%s", code, out, errOut)
 		}
+		// The three proxies' charges re-plan, from any host, to the
+		// strategies they recorded.
+		if code, out, errOut := dpproxyCmd("audit", "verify", "--config", f.cfg, "--data-dir", t.TempDir(), "--replan", "20"); code != 0 || !strings.Contains(out, " match") {
+			t.Fatalf("audit verify --replan: exit %d\n%s%s", code, out, errOut)
+		} else {
+			t.Logf("audit verify --replan 20: %s", out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+		}
 		cookie := consoleLogin(t, f.procs[0].waitLine(consoleLine), "analyst", "analyst")
 		for _, p := range []*child{f.procs[0], f.procs[2]} {
 			if code := consoleGet(t, p.waitLine(consoleLine)+"api/budgets", cookie); code != http.StatusOK {
