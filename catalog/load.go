@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -298,6 +299,49 @@ func (p *yamlReader) ledger(n node, l *Ledger) {
 	}
 }
 
+// connection reads a section's dsn and dsn_env (a source's, the state's),
+// and reports which were given. A DSN's value never appears in a
+// message: it may hold a password.
+func (p *yamlReader) connection(f map[string]node, dsn, env *string) (hasDSN, hasEnv bool) {
+	dsnN, hasDSN := f["dsn"]
+	if hasDSN {
+		if dsnN.y.Kind != yaml.ScalarNode || dsnN.y.ShortTag() == "!!null" || strings.TrimSpace(dsnN.y.Value) == "" {
+			p.errorf(dsnN.line, dsnN.path, "must be a non-empty connection string")
+		} else {
+			*dsn = dsnN.y.Value
+		}
+	}
+	envN, hasEnv := f["dsn_env"]
+	if hasEnv {
+		if v, ok := p.scalar(envN); ok {
+			switch {
+			case strings.TrimSpace(v) == "":
+				p.errorf(envN.line, envN.path, "must not be empty")
+			case !envName.MatchString(v):
+				p.errorf(envN.line, envN.path, "invalid environment variable name %q", v)
+			}
+			*env = v
+		}
+	}
+	return hasDSN, hasEnv
+}
+
+// LookupDSN is a connection string given as dsn, or held by the
+// environment variable env (dsn_env) when env is set.
+func LookupDSN(dsn, env string) (string, error) {
+	if env == "" {
+		if dsn == "" {
+			return "", errors.New("no dsn or dsn_env")
+		}
+		return dsn, nil
+	}
+	v, ok := os.LookupEnv(env)
+	if !ok || strings.TrimSpace(v) == "" {
+		return "", fmt.Errorf("environment variable %s (dsn_env) is not set", env)
+	}
+	return v, nil
+}
+
 func (p *yamlReader) source(e entry) *Source {
 	if !p.name(e.val, e.key) {
 		return nil
@@ -326,19 +370,7 @@ func (p *yamlReader) source(e entry) *Source {
 		return n, true
 	}
 	pathN, hasPath := text("path", &s.Path)
-	// A DSN's value never appears in a message: it may hold a password.
-	dsnN, hasDSN := f["dsn"]
-	if hasDSN {
-		if dsnN.y.Kind != yaml.ScalarNode || dsnN.y.ShortTag() == "!!null" || strings.TrimSpace(dsnN.y.Value) == "" {
-			p.errorf(dsnN.line, dsnN.path, "must be a non-empty connection string")
-		} else {
-			s.DSN = dsnN.y.Value
-		}
-	}
-	envN, hasEnv := text("dsn_env", &s.DSNEnv)
-	if hasEnv && s.DSNEnv != "" && !envName.MatchString(s.DSNEnv) {
-		p.errorf(envN.line, envN.path, "invalid environment variable name %q", s.DSNEnv)
-	}
+	hasDSN, hasEnv := p.connection(f, &s.DSN, &s.DSNEnv)
 	switch s.Driver {
 	case DriverSQLite:
 		if !hasPath {

@@ -1,11 +1,5 @@
 package catalog
 
-import (
-	"strings"
-
-	"go.yaml.in/yaml/v3"
-)
-
 // State drivers.
 const (
 	// StateSQLite keeps the ledger, stored answers, measurements and the
@@ -50,24 +44,7 @@ func (p *yamlReader) state(n node, s *State) {
 	} else {
 		return
 	}
-	// A DSN's value never appears in a message: it may hold a password.
-	dsnN, hasDSN := f["dsn"]
-	if hasDSN {
-		if dsnN.y.Kind != yaml.ScalarNode || dsnN.y.ShortTag() == "!!null" || strings.TrimSpace(dsnN.y.Value) == "" {
-			p.errorf(dsnN.line, dsnN.path, "must be a non-empty connection string")
-		} else {
-			s.DSN = dsnN.y.Value
-		}
-	}
-	envN, hasEnv := f["dsn_env"]
-	if hasEnv {
-		if v, ok := p.scalar(envN); ok {
-			if !envName.MatchString(v) {
-				p.errorf(envN.line, envN.path, "invalid environment variable name %q", v)
-			}
-			s.DSNEnv = v
-		}
-	}
+	hasDSN, hasEnv := p.connection(f, &s.DSN, &s.DSNEnv)
 	switch s.Driver {
 	case StateSQLite:
 		for _, k := range []string{"dsn", "dsn_env", "max_connections"} {

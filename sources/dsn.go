@@ -1,8 +1,6 @@
 package sources
 
 import (
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/catalog"
@@ -11,14 +9,7 @@ import (
 // dsn returns a server source's connection string: the catalog's dsn, or
 // the environment variable dsn_env names.
 func dsn(cfg *catalog.Source) (string, error) {
-	if cfg.DSNEnv == "" {
-		return cfg.DSN, nil
-	}
-	v, ok := os.LookupEnv(cfg.DSNEnv)
-	if !ok || strings.TrimSpace(v) == "" {
-		return "", fmt.Errorf("environment variable %s (dsn_env) is not set", cfg.DSNEnv)
-	}
-	return v, nil
+	return catalog.LookupDSN(cfg.DSN, cfg.DSNEnv)
 }
 
 // redact removes every secret (the whole DSN, its password) from a driver's

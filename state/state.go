@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/answers"
 	"github.com/dpproxy/dpproxy/budget"
@@ -207,17 +206,11 @@ func OpenLedger(ctx context.Context, st catalog.State, dataDir string, writable 
 // DSN is the state database's connection string: the catalog's dsn, or
 // the environment variable its dsn_env names.
 func DSN(st catalog.State) (string, error) {
-	if st.DSNEnv == "" {
-		if st.DSN == "" {
-			return "", errors.New("state: no dsn or dsn_env")
-		}
-		return st.DSN, nil
+	d, err := catalog.LookupDSN(st.DSN, st.DSNEnv)
+	if err != nil {
+		return "", fmt.Errorf("state: %w", err)
 	}
-	v, ok := os.LookupEnv(st.DSNEnv)
-	if !ok || strings.TrimSpace(v) == "" {
-		return "", fmt.Errorf("state: environment variable %s (state.dsn_env) is not set", st.DSNEnv)
-	}
-	return v, nil
+	return d, nil
 }
 
 const unitKeySchema = `CREATE TABLE IF NOT EXISTS unit_key (
