@@ -293,7 +293,7 @@ func TestEndToEndBudgetExhausted(t *testing.T) {
 }
 
 // mysqlCLI finds the real mysql client; under CI it must be there.
-func mysqlCLI(t *testing.T) string {
+func mysqlCLI(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"mysql", "mariadb"} {
 		if p, err := exec.LookPath(name); err == nil {
