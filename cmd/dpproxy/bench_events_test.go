@@ -102,4 +102,3 @@ func p50(ds []time.Duration) time.Duration {
 func reportP50(b *testing.B, ds []time.Duration, unit string) {
 	b.ReportMetric(float64(p50(ds).Microseconds())/1000, unit)
 }
-
