@@ -19,6 +19,8 @@ var freshEventsQueries = []struct{ name, dp, exact string }{
 		"SELECT country, SUM(amount) FROM events GROUP BY country"},
 	{"median_duration", "SELECT DP_MEDIAN(duration_s) FROM events",
 		"SELECT duration_s FROM events ORDER BY duration_s LIMIT 1 OFFSET (SELECT COUNT(*) / 2 FROM events)"},
+	{"median_ts", "SELECT DP_MEDIAN(ts) FROM events",
+		"SELECT ts FROM events ORDER BY ts LIMIT 1 OFFSET (SELECT COUNT(*) / 2 FROM events)"},
 	{"shoppers", "SELECT COUNT(DISTINCT user_id) FROM events",
 		"SELECT COUNT(DISTINCT user_id) FROM events"},
 }
