@@ -95,18 +95,26 @@ func (pol *Policy) fold(d *Decision, recs []*measure.Measurement) {
 		if dm.cls != nil {
 			continue // the records would refine the classes: another key
 		}
-		g := dm.g.Clone()
 		joined := slices.Clone(dm.joined)
+		var add []*measure.Measurement
 		for _, r := range recs {
-			if rr, ok := dm.reduce(r); ok && g.Add(rr, 1) {
-				joined = append(joined, r)
+			if rr, ok := dm.reduce(r); ok && dm.g.Joins(rr) {
+				joined, add = append(joined, r), append(add, rr)
 			}
 		}
-		if len(joined) == len(dm.joined) {
-			continue // nothing joined: the stored system is unchanged
+		if len(add) == 0 {
+			continue // nothing joins: the stored system is unchanged
+		}
+		key := systemKey(dm.mcols, nil, dm.sub, joined)
+		if _, ok := pol.solved.lru.Get(key); ok {
+			continue // a batch got there first, with the same system
+		}
+		g := dm.g.Clone()
+		for _, r := range add {
+			g.Add(r, 1)
 		}
 		s := &solved{g: g}
-		pol.solved.put(systemKey(dm.mcols, nil, dm.sub, joined), s)
+		pol.solved.put(key, s)
 		s.estimate()
 	}
 }
