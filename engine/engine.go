@@ -471,9 +471,14 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 				}
 			}
 		}
-		if e.keep(ctx, t, d.Version, recs, entry.Seq) && combined != nil {
-			// The combined systems are the next batch's stored ones.
-			e.reuse.Remember(d)
+		if e.keep(ctx, t, d.Version, recs, entry.Seq) {
+			// The combined systems are the next batch's stored ones; a
+			// batch answered alone has them built in the background.
+			if combined != nil {
+				e.reuse.Remember(d)
+			} else {
+				e.reuse.Fold(d, recs)
+			}
 		}
 		out := make([]*Result, len(w.Queries))
 		for q, qu := range w.Queries {

@@ -222,8 +222,8 @@ func explainKnown(w *compile.Workload, d *reuse.Decision, add func(k, v string),
 		return fmt.Sprintf("%.4g..%.4g", lo, hi)
 	}
 	for q := range w.Queries {
-		if d.Before != nil && d.Before.Vars[q] != nil {
-			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), sdRange(q, func(a, g int) float64 { return d.Before.Vars[q][a][g] }))
+		if before := d.Before(); before != nil && before.Vars[q] != nil {
+			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), sdRange(q, func(a, g int) float64 { return before.Vars[q][a][g] }))
 		} else if joined > 0 {
 			add(fmt.Sprintf("stderr from stored measurements query %d", q+1), "not derivable (they do not determine every answer of this query)")
 		}
@@ -250,6 +250,10 @@ func explainKnown(w *compile.Workload, d *reuse.Decision, add func(k, v string),
 		}
 		setCost(d.Cost)
 		return
+	}
+	if d.Alone > 0 {
+		add("derivable from stored measurements", "no: some answer misses the accuracy asked")
+		add("combined with stored measurements", fmt.Sprintf("no: the batch's domain has %d cells, more than the %d over which a new measurement is combined; answered from the new measurement alone, which is stored for later batches", d.Alone, reuse.CombineCells))
 	}
 	add("would measure", fmt.Sprintf("%s at %s", d.Plan.Name, at))
 }

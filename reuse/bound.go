@@ -24,9 +24,11 @@ import (
 const boundWork = 4
 
 // cannotMeet reports whether the bound shows that recs (a candidate's
-// structure, at weight 1) combined with doms' stored measurements miss
-// some answer's target.
-func cannotMeet(w *compile.Workload, doms []*domain, recs []*measure.Measurement, target func(q, a, g int) float64) bool {
+// structure, at weight 1; none: the stored measurements alone) combined
+// with doms' stored measurements miss some answer's target, margin
+// added to every variance (the rounding's, when several measurements
+// combine).
+func cannotMeet(w *compile.Workload, doms []*domain, recs []*measure.Measurement, target func(q, a, g int) float64, margin float64) bool {
 	for _, d := range doms {
 		n := d.cells()
 		vecs := make(map[int][][]vector, len(d.queries))
@@ -68,7 +70,7 @@ func cannotMeet(w *compile.Workload, doms []*domain, recs []*measure.Measurement
 					}
 					// The bound is tight for a diagonal J: a relative 10⁻⁶
 					// keeps its rounding from deciding.
-					if lower := norm * norm / info * (1 - 1e-6); lower+roundingVariance > target(q, a, g)*(1+1e-9) {
+					if lower := norm * norm / info * (1 - 1e-6); lower+margin > target(q, a, g)*(1+1e-9) {
 						return true
 					}
 				}

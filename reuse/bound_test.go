@@ -54,13 +54,15 @@ func gridBatch(t *testing.T, rng *rand.Rand) *compile.Workload {
 // measurements (the structure of random batches' plans at ε from 0.01 to
 // 3) and a random batch's plan at ε = 1, whenever the public bound says
 // the combination cannot meet the targets (the plan's own variances, or
-// a random @dp_max_stderr), solving it agrees; and the bound does fire
-// (when the stored measurements are weak), so it is tested at all.
+// a random @dp_max_stderr), solving it agrees, and the same for the
+// stored measurements alone (the check before deciding a batch free);
+// and the bound does fire (when the stored measurements are weak), so it
+// is tested at all.
 func TestBoundNeverRejectsWhatTheSolveAccepts(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(24, 25))
 	pl := planner.New()
-	fired, accepted := 0, 0
+	fired, accepted, storedFired := 0, 0, 0
 	for round := range 60 {
 		var ms []*measure.Measurement
 		for k := rng.IntN(4); k > 0; k-- {
@@ -89,9 +91,24 @@ func TestBoundNeverRejectsWhatTheSolveAccepts(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			target = targets(w, p, 0.5+2*rng.Float64(), true)
 		}
+		// The stored measurements alone, as Decide checks them first.
+		margin := 0.0
+		if len(joinedOf(doms)) > 1 {
+			margin = roundingVariance
+		}
+		if len(joinedOf(doms)) > 0 {
+			before, _, ok, _ := estimate(w, doms, nil, 1, nil)
+			free := ok && meets(w, before, target, margin)
+			if cannotMeet(w, doms, nil, target, margin) {
+				if free {
+					t.Fatalf("round %d: the bound rejects stored measurements that answer every query", round)
+				}
+				storedFired++
+			}
+		}
 		es, _, ok, _ := estimate(w, doms, recs, 1, nil)
 		solved := ok && meets(w, es, target, roundingVariance)
-		bound := cannotMeet(w, doms, recs, target)
+		bound := cannotMeet(w, doms, recs, target, roundingVariance)
 		if bound && solved {
 			t.Fatalf("round %d: the bound rejects a combination that meets every target", round)
 		}
@@ -102,8 +119,8 @@ func TestBoundNeverRejectsWhatTheSolveAccepts(t *testing.T) {
 			accepted++
 		}
 	}
-	if fired == 0 || accepted == 0 {
+	if fired == 0 || accepted == 0 || storedFired == 0 {
 		t.Fatalf("the bound fired %d times, the solve accepted %d: the test tests nothing", fired, accepted)
 	}
-	t.Logf("bound fired %d, solve accepted %d of 60", fired, accepted)
+	t.Logf("bound fired %d (on the stored measurements alone %d), solve accepted %d of 60", fired, storedFired, accepted)
 }

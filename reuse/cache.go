@@ -54,15 +54,29 @@ func (s *solved) estimate() *planner.Estimate {
 	return s.est
 }
 
-// system returns the entry under key, built by build on a miss.
-func (c *Cache) system(key string, build func() *planner.GLS) *solved {
+// system returns the entry under keys[0], built on a miss: from the
+// entry of the longest prefix of ms found under keys[i] (the system of
+// ms[:len(ms)-i], cloned, with the last i added: a batch after one that
+// stored new measurements adds only those), else from g, empty, with all
+// of ms added. Adding the same measurements in the same order gives the
+// same information matrix bit for bit, however it was started.
+func (c *Cache) system(keys []string, g *planner.GLS, ms []*measure.Measurement) *solved {
 	if c != nil && c.lru != nil {
-		if s, ok := c.lru.Get(key); ok {
+		if s, ok := c.lru.Get(keys[0]); ok {
 			return s
 		}
+		for i := 1; i < len(keys); i++ {
+			if p, ok := c.lru.Get(keys[i]); ok {
+				g, ms = p.g.Clone(), ms[len(ms)-i:]
+				break
+			}
+		}
 	}
-	s := &solved{g: build()}
-	c.put(key, s)
+	for _, m := range ms {
+		g.Add(m, 1)
+	}
+	s := &solved{g: g}
+	c.put(keys[0], s)
 	return s
 }
 
@@ -82,6 +96,17 @@ func (c *Cache) put(key string, s *solved) {
 // data version, ID, ledger entry and time: IDs are unique within a store
 // file, and the rest tells apart stores that reuse them.
 func systemKey(cols []measure.Column, cls *planner.Classes, sizes []int, ms []*measure.Measurement) string {
+	return systemKeys(cols, cls, sizes, ms, 0)[0]
+}
+
+// prefixKeys is how many shorter prefixes of a system's measurements
+// Cache.system looks for: a batch usually stores a few records (one per
+// block of a marginal plan).
+const prefixKeys = 32
+
+// systemKeys is systemKey of ms[:len(ms)-i] for i = 0 … back (while
+// some measurement is left), in one pass.
+func systemKeys(cols []measure.Column, cls *planner.Classes, sizes []int, ms []*measure.Measurement, back int) []string {
 	h := sha256.New()
 	for _, c := range cols {
 		fmt.Fprintf(h, "col %+v\n", c)
@@ -95,8 +120,16 @@ func systemKey(cols []measure.Column, cls *planner.Classes, sizes []int, ms []*m
 			h.Write([]byte("\n"))
 		}
 	}
-	for _, m := range ms {
+	back = min(back, len(ms)-1)
+	keys := make([]string, max(back, 0)+1)
+	for k, m := range ms {
 		fmt.Fprintf(h, "m %q %q %q %d %d %d\n", m.Table, m.Def, m.Version, m.ID, m.LedgerSeq, m.Time.UnixNano())
+		if i := len(ms) - 1 - k; i <= back {
+			keys[i] = hex.EncodeToString(h.Sum(nil))
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	if len(ms) == 0 {
+		keys[0] = hex.EncodeToString(h.Sum(nil))
+	}
+	return keys
 }

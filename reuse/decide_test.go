@@ -64,8 +64,8 @@ func TestDecisionsMeetTheirTargets(t *testing.T) {
 		d, d2 := cached.Decide(ctx, r), cached.Decide(ctx, r) // the second from the cache
 		d3 := bare.Decide(ctx, r)
 		for _, o := range []*Decision{d2, d3} {
-			if (o.Free == nil) != (d.Free == nil) || o.Combine != d.Combine || o.Cost != d.Cost || !sameVars(o.Before, d.Before) || !sameVars(o.After, d.After) {
-				t.Fatalf("round %d: decisions differ with and without the cache: free %v %v combine %v %v cost %+v %+v before %v after %v", round, o.Free != nil, d.Free != nil, o.Combine, d.Combine, o.Cost, d.Cost, sameVars(o.Before, d.Before), sameVars(o.After, d.After))
+			if (o.Free == nil) != (d.Free == nil) || o.Combine != d.Combine || o.Cost != d.Cost || !sameVars(o.Before(), d.Before()) || !sameVars(o.After, d.After) {
+				t.Fatalf("round %d: decisions differ with and without the cache: free %v %v combine %v %v cost %+v %+v before %v after %v", round, o.Free != nil, d.Free != nil, o.Combine, d.Combine, o.Cost, d.Cost, sameVars(o.Before(), d.Before()), sameVars(o.After, d.After))
 			}
 		}
 		margin := 0.0

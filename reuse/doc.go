@@ -9,12 +9,15 @@
 // variance. If every answer meets the batch's accuracy — the session's
 // @dp_max_stderr, or without one the variance the batch's own plan would
 // give at the session's ε — the batch is answered from them alone, free.
-// Otherwise candidate new measurements (the batch's plan, the planner's
-// best alternatives, a plan for only the queries the store does not
-// already answer) are each scored by the least ε (ρ) at which, combined
-// with the stored ones, they meet that accuracy; the cheapest is
-// measured at that ε, and every answer comes from the combined estimate
-// (decide.go).
+// Otherwise, over domains of at most CombineCells cells, candidate new
+// measurements (the batch's plan, the planner's best alternatives, a
+// plan for only the queries the store does not already answer) are each
+// scored by the least ε (ρ) at which, combined with the stored ones,
+// they meet that accuracy; the cheapest is measured at that ε, and every
+// answer comes from the combined estimate (decide.go). A larger domain
+// is measured by the batch's plan and answered from that measurement
+// alone, as with reuse off: combining there would only add accuracy
+// beyond what was asked, for an O(n³) solve on the request path.
 //
 // The decision reads only public things: the workload, the plans, the
 // stored measurements' structure and noise variances, and the session's
@@ -30,12 +33,16 @@
 // columns it sums out count every row and its factors there have full
 // column rank.
 //
-// Cost (cache.go): solving a domain's system is O(n³) over its n ≤ 1,024
-// cells. The solved stored-only system is cached per domain and
-// measurement set, and the system combined with a new measurement seeds
-// the cache for the next batch, which will find that measurement stored;
-// a public bound skips solving a combination that cannot meet the
-// accuracy asked.
+// Cost (cache.go, bound.go, fold.go): solving a domain's system is
+// O(n³) over its n ≤ 1,024 cells. A public bound shows most batches the
+// stored measurements cannot answer without solving them. The solved
+// stored-only system is cached per domain and measurement set, and a
+// system missing from the cache is built from the cached one of the
+// longest prefix of its measurements; the system combined with a new
+// measurement seeds the cache for the next batch, which will find that
+// measurement stored, and a batch measured alone has that system built
+// and solved in the background (Fold). What is released never depends
+// on what the cache holds or when the background work finishes.
 //
 // The engine loads the stored measurements, calls Policy.Decide, and
 // releases, charges, measures and stores; this package does none of

@@ -173,13 +173,9 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 		}
 	}
 	d.sub, d.joined = sub, joined
-	d.key = systemKey(d.mcols, d.cls, sub, joined)
-	d.solved = c.system(d.key, func() *planner.GLS {
-		for _, r := range reduced {
-			g.Add(r, 1)
-		}
-		return g
-	})
+	keys := systemKeys(d.mcols, d.cls, sub, joined, prefixKeys)
+	d.key = keys[0]
+	d.solved = c.system(keys, g, reduced)
 	d.g = d.solved.g
 	return true
 }
