@@ -252,13 +252,29 @@ func (g *LowRankGram) MulVec(dst, v []float64) {
 
 func (g *LowRankGram) Diag() []float64 {
 	d := make([]float64, g.Size)
-	for i := range d {
-		if g.D != nil {
-			d[i] = g.D[i]
+	if g.D != nil {
+		copy(d, g.D)
+	}
+	// Only the factors non-zero at a cell add to its diagonal: the
+	// factors of a column's classes or time buckets are mostly zero, so
+	// this is O(Σ_i nz(i)²) instead of O(n·k²).
+	type entry struct {
+		a int
+		v float64
+	}
+	nz := make([][]entry, g.Size)
+	for a, fa := range g.F {
+		for i, x := range fa {
+			if x != 0 {
+				nz[i] = append(nz[i], entry{a, x})
+			}
 		}
-		for a, fa := range g.F {
-			for b, fb := range g.F {
-				d[i] += g.K[a][b] * fa[i] * fb[i]
+	}
+	for i, es := range nz {
+		for _, ea := range es {
+			ka := g.K[ea.a]
+			for _, eb := range es {
+				d[i] += ka[eb.a] * ea.v * eb.v
 			}
 		}
 	}
