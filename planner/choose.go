@@ -211,6 +211,10 @@ func plannedSpace(w *compile.Workload, wide bool) (*space, *reduction) {
 	if !wide {
 		if rw, red := reduceLong(w); red != nil {
 			if s := newSpace(rw); s.supports() == nil {
+				s.reduced = make([]bool, len(red.classOf))
+				for j, c := range red.classOf {
+					s.reduced[j] = c != nil
+				}
 				return s, red
 			}
 		}
@@ -520,9 +524,14 @@ func (cs *candidateSet) finished() (*Plan, error) {
 const cheapBuildCells = 1024
 
 // cheapToBuild reports whether the Kronecker product c's strategies are
-// built already or over short columns.
+// built already or over short columns. A strategy over the classes of a
+// long column is not: the plan expands it to a dense matrix over the
+// column's cells (reduction.restore).
 func (s *space) cheapToBuild(c []int) bool {
 	for j, o := range c {
+		if s.reduced != nil && s.reduced[j] {
+			return false
+		}
 		opt := s.cols[j].options[o]
 		if opt.n > cheapBuildCells && !opt.built() {
 			return false

@@ -106,3 +106,51 @@ func TestReducedPlanIsTheBatchs(t *testing.T) {
 		}
 	}
 }
+
+// nestedWindows are ten nested prefixes of a long column: over its ten
+// classes a Kronecker product beats the workload's sensitivity 10.
+func nestedWindows(n int) []compile.Linear {
+	var out []compile.Linear
+	for k := 1; k <= 10; k++ {
+		f := make(compile.Factor, n)
+		for i := 0; i < 300*k; i++ {
+			f[i] = 1
+		}
+		out = append(out, compile.Linear{{Coef: 1, Factors: []compile.Factor{f}}})
+	}
+	return out
+}
+
+// The chosen Kronecker plan over a long column's classes is expanded to
+// the column's cells; alternatives never expand one (a dense matrix over
+// the cells each), as they never built a long column's strategy before.
+func TestReducedKroneckerPlans(t *testing.T) {
+	n := 5000
+	w := longColumnWorkload(n, nestedWindows(n), nil)
+	opt := Options{Noise: catalog.Laplace, Epsilon: 1}
+	p, err := Choose(t.Context(), w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != Kronecker || p.Workload != w {
+		t.Fatalf("plan %s of kind %v, want a Kronecker plan over the batch", p.Name, p.Kind)
+	}
+	if m, cells := p.Factors[0].A.Dims(); cells != n || m < 10 {
+		t.Fatalf("factor %d × %d, want ≥ 10 rows over %d cells", m, cells, n)
+	}
+	alts, err := (&Planner{noCache: true}).Alternatives(t.Context(), w, opt, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alts) == 0 {
+		t.Fatal("no alternative")
+	}
+	for _, a := range alts {
+		if a.Kind == Kronecker {
+			t.Fatalf("alternative %s expands a strategy over classes", a.Name)
+		}
+		if a.Workload != w {
+			t.Fatalf("alternative %s is not over the batch", a.Name)
+		}
+	}
+}
