@@ -291,6 +291,12 @@ func (qc *queryCompiler) groupIndicators(cols, member []int, ntuples int) error 
 		for _, i := range members[g] {
 			ind[i] = 1
 		}
+		if len(cols) == 1 && len(members[g]) > 0 {
+			// What toLinear makes of it, without its copy: a long
+			// column's groups are many vectors of its length.
+			qc.groups = append(qc.groups, single(len(qc.w.Columns), cols[0], ind))
+			continue
+		}
 		l, err := qc.toLinear(cols, ind)
 		if err != nil {
 			return err

@@ -156,14 +156,14 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 	if err := stopped(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	s := newSpace(w)
+	maxCells := opt.maxCells()
+	wide := productCells(w.Sizes()) > maxCells
+	s, red := plannedSpace(w, wide)
 	if weights == nil {
 		weights = s.answerWeights(opt)
 	}
 	s.weight = weights
-	maxCells := opt.maxCells()
-	wide := productCells(w.Sizes()) > maxCells
-	cands := newCandidateSet(w, opt)
+	cands := newCandidateSet(s.w, opt)
 	s.addDirect(cands, wide, maxCells)
 	// Kronecker products of per-column strategies, over the product domain.
 	var choice map[string][]int
@@ -184,18 +184,42 @@ func (pl *Planner) chooseWith(ctx context.Context, w *compile.Workload, opt Opti
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	var best *Plan
+	var proxy [][]float64
 	if opt.Objective == ObjectiveMaxVariance {
-		p, proxy, err := cands.leastMaxVariance()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return p, proxy, alts, nil
+		best, proxy, err = cands.leastMaxVariance()
+	} else {
+		best, err = cands.finished()
 	}
-	best, err := cands.finished()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return best, nil, alts, nil
+	if red != nil {
+		red.restore(best)
+		for _, p := range alts {
+			red.restore(p)
+		}
+	}
+	return best, proxy, alts, nil
+}
+
+// plannedSpace is the space chooseWith plans w in: over the classes of
+// its long columns (reduce.go) when that shortens a column, the batch is
+// not wide and no marginal candidate applies, with the reduction that
+// restores the plan; else over w as compiled.
+func plannedSpace(w *compile.Workload, wide bool) (*space, *reduction) {
+	if !wide {
+		if rw, red := reduceLong(w); red != nil {
+			if s := newSpace(rw); s.supports() == nil {
+				s.reduced = make([]bool, len(red.classOf))
+				for j, c := range red.classOf {
+					s.reduced[j] = c != nil
+				}
+				return s, red
+			}
+		}
+	}
+	return newSpace(w), nil
 }
 
 // candidateSet collects one planning pass's candidates, each with the
@@ -500,9 +524,14 @@ func (cs *candidateSet) finished() (*Plan, error) {
 const cheapBuildCells = 1024
 
 // cheapToBuild reports whether the Kronecker product c's strategies are
-// built already or over short columns.
+// built already or over short columns. A strategy over the classes of a
+// long column is not: the plan expands it to a dense matrix over the
+// column's cells (reduction.restore).
 func (s *space) cheapToBuild(c []int) bool {
 	for j, o := range c {
+		if s.reduced != nil && s.reduced[j] {
+			return false
+		}
 		opt := s.cols[j].options[o]
 		if opt.n > cheapBuildCells && !opt.built() {
 			return false

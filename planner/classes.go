@@ -24,6 +24,7 @@ type Classes struct {
 	cols []measure.Column
 	of   [][]int32 // per column, each cell's class
 	k    []int     // per column, the number of classes
+	zero []int32   // Split's scratch: each old class's new class for value 0
 }
 
 // NewClasses starts with every column's cells in one class.
@@ -47,17 +48,37 @@ func (c *Classes) Split(j int, v []float64) {
 		class int32
 		bits  uint64
 	}
-	ids := make(map[key]int32, 2*c.k[j])
+	// The vectors of time buckets are mostly zero (a day of five years of
+	// hours): a cell's new class for value 0 is looked up by its old class
+	// in a slice, only the non-zero values in a map.
+	if cap(c.zero) < c.k[j] {
+		c.zero = make([]int32, c.k[j])
+	}
+	zero := c.zero[:c.k[j]]
+	for i := range zero {
+		zero[i] = -1
+	}
+	ids := map[key]int32{}
+	next := int32(0)
 	for i, x := range v {
-		k := key{of[i], math.Float64bits(x + 0)} // +0: -0 and 0 alike
+		if x == 0 {
+			id := zero[of[i]]
+			if id < 0 {
+				id, next = next, next+1
+				zero[of[i]] = id
+			}
+			of[i] = id
+			continue
+		}
+		k := key{of[i], math.Float64bits(x)}
 		id, ok := ids[k]
 		if !ok {
-			id = int32(len(ids))
+			id, next = next, next+1
 			ids[k] = id
 		}
 		of[i] = id
 	}
-	c.k[j] = len(ids)
+	c.k[j] = int(next)
 }
 
 // SplitAll sets every cell of column j apart (a GROUP BY of the column).

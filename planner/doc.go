@@ -121,6 +121,9 @@
 //     a weighted tree in O(n·depth).
 //   - tree_plan.go: ChooseKronecker's options for prefix columns past
 //     longColumn: weighted trees and the square-root factorisation.
+//   - reduce.go: a compiled batch's long columns planned over the
+//     classes of cells it tells apart (a week of hours, a year of days
+//     out of five years of hours), the plan restored over its cells.
 //
 // Stored measurements: known.go (GLS, Estimate) and classes.go (Classes,
 // solving over classes of cells).

@@ -250,26 +250,56 @@ func (g *LowRankGram) MulVec(dst, v []float64) {
 	}
 }
 
-// Diag returns the diagonal, D[i] + Σ_a Σ_b K[a][b]·F[a][i]·F[b][i]. The
-// cell index runs innermost, over contiguous factors, and pairs whose
-// weight is zero are skipped: a workload's K is usually diagonal (one
-// weight per query), so a prefix workload of r queries costs r·n rather
-// than r²·n strided reads. Each cell's terms are added in the same order
-// (a, then b) with the same products as the cell-by-cell loop, so the
-// result is the same to the bit.
+// Diag returns the diagonal, D[i] + Σ_a Σ_b K[a][b]·F[a][i]·F[b][i],
+// adding only the terms that are not zero: at each cell, for each factor
+// a non-zero there, the pairs (a, b) with b non-zero there or with
+// K[a][b] non-zero, whichever list is shorter. A workload's K is usually
+// diagonal (one weight per query), so a prefix workload of r queries
+// costs about r·n instead of r²·n; the factors of a column's classes or
+// time buckets are mostly zero, so they cost O(Σ_i nz(i)) instead of
+// O(n·r²). Each cell's terms are added in the same order (a, then b)
+// with the same products as the plain double loop, and the terms left
+// out are zeros, so the result is the same to the bit.
 func (g *LowRankGram) Diag() []float64 {
 	d := make([]float64, g.Size)
 	if g.D != nil {
 		copy(d, g.D)
 	}
+	type entry struct {
+		a int
+		v float64
+	}
+	nz := make([][]entry, g.Size) // per cell, the factors non-zero there, ascending
 	for a, fa := range g.F {
-		for b, fb := range g.F {
-			k := g.K[a][b]
-			if k == 0 {
+		for i, x := range fa {
+			if x != 0 {
+				nz[i] = append(nz[i], entry{a, x})
+			}
+		}
+	}
+	weighted := make([][]int, len(g.K)) // per factor a, the b with K[a][b] ≠ 0, ascending
+	for a, row := range g.K {
+		for b, k := range row {
+			if k != 0 {
+				weighted[a] = append(weighted[a], b)
+			}
+		}
+	}
+	for i, es := range nz {
+		for _, ea := range es {
+			ka := g.K[ea.a]
+			if ws := weighted[ea.a]; len(ws) < len(es) {
+				for _, b := range ws {
+					if fb := g.F[b][i]; fb != 0 {
+						d[i] += ka[b] * ea.v * fb
+					}
+				}
 				continue
 			}
-			for i := range d {
-				d[i] += k * fa[i] * fb[i]
+			for _, eb := range es {
+				if k := ka[eb.a]; k != 0 {
+					d[i] += k * ea.v * eb.v
+				}
 			}
 		}
 	}

@@ -29,6 +29,9 @@ type space struct {
 	// weight[q][a] is aggregate a's weight in the planning objective (see
 	// answerWeights); nil when every weight is 1.
 	weight [][]float64
+	// reduced[j] reports that column j is the classes of a long column's
+	// cells (reduce.go); nil when none is.
+	reduced []bool
 }
 
 // wt is aggregate a of query q's weight.

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nestedWindows is a batch of ten nested windows of ts, each counted per
+// device: over five years of hourly bins its ten classes of hours are
+// best measured by a Kronecker product over the classes (planner/reduce.go).
+func nestedWindows() (dp, exact []string) {
+	for k := 2; k <= 11; k++ {
+		end := fmt.Sprintf("2025-%02d-01 00:00:00", k)
+		dp = append(dp, fmt.Sprintf("SELECT device, COUNT(*) FROM visits WHERE ts < '%s' GROUP BY device ORDER BY device", end))
+		exact = append(exact, fmt.Sprintf("SELECT device, COUNT(*) FROM visits WHERE ts < '%s' GROUP BY device ORDER BY device", end))
+	}
+	return dp, exact
+}
+
+// Batches over five years of hourly bins, planned over the classes of
+// hours they tell apart, answer exactly what SQLite answers when the
+// noise is off, through the whole engine (compile, plan, histogram,
+// measurement, stored measurements, assembly), and EXPLAIN names the
+// plan over the classes. (exec's TestReducedPlansAnswerTheCompiledBatch
+// checks the plans' sensitivities and their errors against the empirical
+// ones.)
+func TestLongTimeBatchesAreExact(t *testing.T) {
+	dir := t.TempDir()
+	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 5_000, 365*24*time.Hour)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "visits.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	nestedDP, nestedExact := nestedWindows()
+	cases := []struct {
+		name      string
+		dp, exact []string
+		strategy  string // what EXPLAIN's strategy row starts with
+	}{
+		{"hourly week", []string{longPanels[0].dp}, []string{longPanels[0].exact}, "workload"},
+		{"a year of days", []string{longPanels[1].dp}, []string{longPanels[1].exact}, "workload"},
+		{"nested windows per device", nestedDP, nestedExact, "kron(ts[10 classes]:"},
+	}
+	ctx := context.Background()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, done := newTimeEngineCatalog(t, dir, longTimeCatalog)
+			defer done()
+			eng.withoutNoise()
+			var explain []string
+			for _, q := range tc.dp {
+				explain = append(explain, "EXPLAIN "+q)
+			}
+			ex, err := eng.Answer(ctx, session("analyst", nil), explain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := explainValue(ex[0], "strategy"); !strings.HasPrefix(got, tc.strategy) {
+				t.Fatalf("strategy %q, want %s…", got, tc.strategy)
+			}
+			rs, err := eng.Answer(ctx, session("analyst", nil), tc.dp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, q := range tc.exact {
+				// SQLite has no row for an empty group; the answer has
+				// every group the WHERE admits on the declared domain.
+				want := map[string]any{}
+				for _, row := range queryRows(t, db, q) {
+					want[fmt.Sprint(row[0])] = row[1]
+				}
+				for _, row := range rs[i].Rows {
+					key := fmt.Sprint(row[0])
+					w, ok := want[key]
+					if !ok {
+						w = int64(0)
+					}
+					delete(want, key)
+					if !sameValue(row[1], w) {
+						t.Fatalf("query %d group %s: %v, SQLite %v", i+1, key, row[1], w)
+					}
+				}
+				if len(want) > 0 {
+					t.Fatalf("query %d: groups %v missing", i+1, want)
+				}
+			}
+		})
+	}
+}
+
+// explainValue is the value of EXPLAIN's row named key ("" if none).
+func explainValue(r *Result, key string) string {
+	for _, row := range r.Rows {
+		if len(row) == 2 && fmt.Sprint(row[0]) == key {
+			return fmt.Sprint(row[1])
+		}
+	}
+	return ""
+}
+
+// sameValue compares an answer's value with SQLite's: numbers up to
+// floating-point rounding, labels as text.
+func sameValue(got, want any) bool {
+	if w, ok := toFloat(want); ok {
+		g, ok := toFloat(got)
+		return ok && math.Abs(g-w) <= 1e-6*math.Max(1, math.Abs(w))
+	}
+	return fmt.Sprint(got) == fmt.Sprint(want)
+}

@@ -1,0 +1,156 @@
+package planner
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/compile"
+)
+
+// dayFactors are per-day indicators over days·24 hourly cells of a
+// column of n cells (the rest outside every factor), like DATE(ts) under
+// a WHERE.
+func dayFactors(n, days int) []compile.Linear {
+	var out []compile.Linear
+	for d := 0; d < days; d++ {
+		f := make(compile.Factor, n)
+		for h := 0; h < 24; h++ {
+			f[d*24+h] = 1
+		}
+		out = append(out, compile.Linear{{Coef: 1, Factors: []compile.Factor{f}}})
+	}
+	return out
+}
+
+func longColumnWorkload(n int, aggs []compile.Linear, groupCols []int) *compile.Workload {
+	col := &catalog.Column{Name: "ts", Kind: catalog.IntegerRange, Min: 0, Max: int64(n - 1), Width: 1}
+	return &compile.Workload{Table: &catalog.Table{Name: "t"}, Columns: []*catalog.Column{col},
+		Queries: []*compile.Query{{Aggregates: aggs, GroupCols: groupCols}}}
+}
+
+// A long column is reduced to one class per run of cells the factors
+// treat alike, cells outside every factor in none; every factor is
+// constant on each class; a column grouped cell by cell, or short, is
+// kept whole.
+func TestReduceLong(t *testing.T) {
+	n := 5000
+	w := longColumnWorkload(n, dayFactors(n, 30), nil)
+	rw, red := reduceLong(w)
+	if red == nil {
+		t.Fatal("a long column of 30 day indicators was not reduced")
+	}
+	if got := rw.Sizes()[0]; got != 30 {
+		t.Fatalf("%d classes, want 30", got)
+	}
+	if rw.Columns[0].Name != "ts[30 classes]" {
+		t.Fatalf("reduced column named %q", rw.Columns[0].Name)
+	}
+	for i, c := range red.classOf[0] {
+		want := -1
+		if i < 30*24 {
+			want = i / 24
+		}
+		if c != want {
+			t.Fatalf("cell %d in class %d, want %d", i, c, want)
+		}
+	}
+	for a, agg := range w.Queries[0].Aggregates {
+		f, fr := agg[0].Factors[0], rw.Queries[0].Aggregates[a][0].Factors[0]
+		for i, c := range red.classOf[0] {
+			if c >= 0 && f[i] != fr[c] {
+				t.Fatalf("aggregate %d: cell %d reads %v, its class %v", a, i, f[i], fr[c])
+			}
+			if c < 0 && f[i] != 0 {
+				t.Fatalf("aggregate %d: cell %d in no class reads %v", a, i, f[i])
+			}
+		}
+	}
+	if !slices.Equal(w.Sizes(), []int{n}) || w.Queries[0].Aggregates[0][0].Factors[0] == nil {
+		t.Fatal("reduceLong changed the batch's workload")
+	}
+
+	if _, red := reduceLong(longColumnWorkload(n, dayFactors(n, 30), []int{0})); red != nil {
+		t.Fatal("a column grouped cell by cell was reduced")
+	}
+	if _, red := reduceLong(longColumnWorkload(reduceAbove, dayFactors(reduceAbove, 30), nil)); red != nil {
+		t.Fatal("a short column was reduced")
+	}
+	// An all-ones factor (COUNT(*) beside the days) puts every cell in a
+	// class: the cells outside the days are one more.
+	aggs := append(dayFactors(n, 30), compile.Linear{{Coef: 1, Factors: []compile.Factor{nil}}})
+	if rw, red := reduceLong(longColumnWorkload(n, aggs, nil)); red == nil || rw.Sizes()[0] != 31 {
+		t.Fatalf("with COUNT(*): reduced %v", red != nil)
+	}
+}
+
+// A batch over a long column plans with the same sensitivity and error
+// over its classes as over its cells for the workload itself, and the
+// plan comes back over the batch's workload.
+func TestReducedPlanIsTheBatchs(t *testing.T) {
+	n := 5000
+	w := longColumnWorkload(n, dayFactors(n, 30), nil)
+	p, err := Choose(t.Context(), w, Options{Noise: catalog.Laplace, Epsilon: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Workload != w {
+		t.Fatal("the plan is not over the batch's workload")
+	}
+	if p.Kind != Direct || p.Sensitivity != 1 {
+		t.Fatalf("plan %s (sensitivity %v), want the workload at sensitivity 1", p.Name, p.Sensitivity)
+	}
+	for a := range w.Queries[0].Aggregates {
+		if v := p.Variance(0, a, nil); v != p.NoiseVariance {
+			t.Fatalf("aggregate %d: variance %v, one noise draw's %v", a, v, p.NoiseVariance)
+		}
+	}
+}
+
+// nestedWindows are ten nested prefixes of a long column: over its ten
+// classes a Kronecker product beats the workload's sensitivity 10.
+func nestedWindows(n int) []compile.Linear {
+	var out []compile.Linear
+	for k := 1; k <= 10; k++ {
+		f := make(compile.Factor, n)
+		for i := 0; i < 300*k; i++ {
+			f[i] = 1
+		}
+		out = append(out, compile.Linear{{Coef: 1, Factors: []compile.Factor{f}}})
+	}
+	return out
+}
+
+// The chosen Kronecker plan over a long column's classes is expanded to
+// the column's cells; alternatives never expand one (a dense matrix over
+// the cells each), as they never built a long column's strategy before.
+func TestReducedKroneckerPlans(t *testing.T) {
+	n := 5000
+	w := longColumnWorkload(n, nestedWindows(n), nil)
+	opt := Options{Noise: catalog.Laplace, Epsilon: 1}
+	p, err := Choose(t.Context(), w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != Kronecker || p.Workload != w {
+		t.Fatalf("plan %s of kind %v, want a Kronecker plan over the batch", p.Name, p.Kind)
+	}
+	if m, cells := p.Factors[0].A.Dims(); cells != n || m < 10 {
+		t.Fatalf("factor %d × %d, want ≥ 10 rows over %d cells", m, cells, n)
+	}
+	alts, err := (&Planner{noCache: true}).Alternatives(t.Context(), w, opt, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alts) == 0 {
+		t.Fatal("no alternative")
+	}
+	for _, a := range alts {
+		if a.Kind == Kronecker {
+			t.Fatalf("alternative %s expands a strategy over classes", a.Name)
+		}
+		if a.Workload != w {
+			t.Fatalf("alternative %s is not over the batch", a.Name)
+		}
+	}
+}
