@@ -47,6 +47,11 @@ type columnSpace struct {
 	vecs    [][]float64 // distinct factors (nil = ones)
 	full    [][]float64 // the same with nil expanded
 	support [][]int     // the indexes where each full vector is non-zero
+	// The factors that are a constant over one run of cells, grouped
+	// for addOption, and the others (space_runs.go); set by runs.
+	runGroups []runGroup
+	irregular []int
+	runsDone  bool
 	options []*colOpt
 	bil     [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
 	diag    [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
@@ -121,6 +126,9 @@ func (s *space) addOption(j int, o *colOpt) int {
 	// hour, a day of a year of hourly bins): every sum runs over a
 	// vector's support, so a column of k factors costs k products with
 	// (AᵀA)⁻¹ plus k·Σ|support| instead of k²·n.
+	// Interval factors (prefixes, ranges, buckets) are summed by running
+	// sums instead (runForms), to the same bits.
+	groups, irregular := cs.runs()
 	ug := make([]float64, cs.n) // u∘diag(G), zero outside u's support
 	for u := 0; u < k; u++ {
 		fu := cs.full[u]
@@ -128,7 +136,8 @@ func (s *space) addOption(j int, o *colOpt) int {
 		for _, i := range cs.support[u] {
 			ug[i] = fu[i] * o.diag[i]
 		}
-		for v := 0; v < k; v++ {
+		runForms(groups, u, h, ug, b, d)
+		for _, v := range irregular {
 			fv := cs.full[v]
 			bx, dx := 0.0, 0.0
 			for _, i := range cs.support[v] {
