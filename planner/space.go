@@ -52,9 +52,9 @@ type columnSpace struct {
 	runGroups []runGroup
 	irregular []int
 	runsDone  bool
-	options []*colOpt
-	bil     [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
-	diag    [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
+	options   []*colOpt
+	bil       [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
+	diag      [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
 }
 
 func newSpace(w *compile.Workload) *space {
