@@ -135,6 +135,28 @@ var benchSuites = []suite{
 		},
 	},
 	{
+		Name: "long-panels", Pkg: "./engine", Pattern: "^BenchmarkLongTimePanels$",
+		Small: size{"1x", nil}, Full: size{"3x", nil},
+		Figures: []figureSpec{
+			{Label: "five years of hourly bins, cold / SQLite's exact query", Bench: `^BenchmarkLongTimePanels/(\w+)$`, Value: "dp-ms/op", Baseline: "sqlite-ms/op", Ratio: "ratio"},
+		},
+	},
+	{
+		Name: "fresh-events", Pkg: "./cmd/dpproxy", Pattern: "^BenchmarkDemoEventsFresh$",
+		Small: size{"3x", nil}, Full: size{"7x", nil},
+		Needs: "mysql",
+		Figures: []figureSpec{
+			{Label: "fresh demo events query via the mysql CLI, p50 / SQLite's exact query", Bench: `^BenchmarkDemoEventsFresh/(\w+)$`, Value: "dp-p50-ms", Baseline: "sqlite-p50-ms", Ratio: "x-sqlite"},
+		},
+	},
+	{
+		Name: "reuse-cost", Pkg: "./engine", Pattern: "^BenchmarkReuseDecisionCost$",
+		Small: size{"4x", nil}, Full: size{"12x", nil},
+		Figures: []figureSpec{
+			{Label: "fresh batch, stored-measurement reuse on / off", Bench: `^BenchmarkReuseDecisionCost/([\w/-]+)$`, Value: "ms_reuse_on", Baseline: "ms_reuse_off", Ratio: "on/off"},
+		},
+	},
+	{
 		Name: "reuse", Pkg: "./engine", Pattern: "^Benchmark(DashboardReuse|DashboardRefresh|TimeDashboardReuse)$",
 		Small: size{"2x", nil}, Full: size{"20x", nil},
 		Figures: []figureSpec{
