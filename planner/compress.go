@@ -56,9 +56,6 @@ func gramClasses(g *LowRankGram) ([]int, int) {
 			hash[i] = (hash[i] ^ math.Float64bits(x)) * 1099511628211
 		}
 	}
-	classOf := make([]int, n)
-	var reps []int
-	byHash := map[uint64][]int{} // hash → classes
 	same := func(i, j int) bool {
 		for _, f := range g.F {
 			if f[i] != f[j] {
@@ -67,9 +64,39 @@ func gramClasses(g *LowRankGram) ([]int, int) {
 		}
 		return true
 	}
-next:
-	for i := 0; i < n; i++ {
+	return hashClasses(hash, same, func(i int) cellClass {
 		if g.D != nil && g.D[i] != 0 {
+			return classAlone
+		}
+		return classShared
+	})
+}
+
+// cellClass is how hashClasses places a cell.
+type cellClass int
+
+const (
+	classShared cellClass = iota // with the earlier cells equal to it
+	classAlone                   // in a class of its own
+	classNone                    // in no class
+)
+
+// hashClasses partitions cells 0..len(hash)-1: a cell kind places
+// classNone is in no class (-1), classAlone in a new class of its own,
+// and classShared in the class of the first earlier such cell with the
+// same hash that same says equals it, else a new one. It returns each
+// cell's class, numbered in order of first cell, and the class count.
+func hashClasses(hash []uint64, same func(rep, i int) bool, kind func(i int) cellClass) ([]int, int) {
+	classOf := make([]int, len(hash))
+	var reps []int
+	byHash := map[uint64][]int{} // hash → shared classes
+next:
+	for i := range hash {
+		switch kind(i) {
+		case classNone:
+			classOf[i] = -1
+			continue
+		case classAlone:
 			classOf[i] = len(reps)
 			reps = append(reps, i)
 			continue

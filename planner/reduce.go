@@ -186,27 +186,13 @@ func cellClasses(w *compile.Workload, j, n int) ([]int, int) {
 			}
 		}
 	}
-	classOf := make([]int, n)
-	var reps []int
-	byHash := map[uint64][]int{}
-next:
-	for i := range n {
+	same := func(rep, i int) bool { return slices.Equal(sig[rep], sig[i]) }
+	return hashClasses(hash, same, func(i int) cellClass {
 		if len(sig[i]) == 0 && !ones {
-			classOf[i] = -1
-			continue
+			return classNone
 		}
-		for _, c := range byHash[hash[i]] {
-			if slices.Equal(sig[reps[c]], sig[i]) {
-				classOf[i] = c
-				continue next
-			}
-		}
-		c := len(reps)
-		byHash[hash[i]] = append(byHash[hash[i]], c)
-		classOf[i] = c
-		reps = append(reps, i)
-	}
-	return classOf, len(reps)
+		return classShared
+	})
 }
 
 // restore sets a plan made over the reduced workload to the batch's own
