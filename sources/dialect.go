@@ -49,6 +49,35 @@ type utcTime interface {
 	utc(expr string) string
 }
 
+// boundedTuning is what a server dialect adds to the bounded queries of
+// tables with a privacy unit (units.go), which aggregate and sort far more
+// than a plain GROUP BY: nothing in it changes an answer.
+type boundedTuning interface {
+	// materializeCTE is the keyword, with a trailing space, that makes a
+	// WITH table computed once rather than inlined into each reference
+	// (and, in a parallel plan, recomputed by every worker).
+	materializeCTE() string
+	// boundedSession are statements run first in a bounded query's
+	// transaction: the memory its sorts and hash tables may use before
+	// they spill to disk.
+	boundedSession() []string
+}
+
+// beginBounded runs the dialect's boundedSession statements in tx when t
+// has a privacy unit.
+func beginBounded(ctx context.Context, tx *sql.Tx, d dialect, t *catalog.Table) error {
+	bt, ok := d.(boundedTuning)
+	if !ok || t.Unit == nil {
+		return nil
+	}
+	for _, s := range bt.boundedSession() {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("bounded query settings: %w", err)
+		}
+	}
+	return nil
+}
+
 // table quotes a possibly qualified source table, part by part:
 // "shop.orders" is "shop"."orders", never one name "shop.orders".
 func table(d dialect, sourceTable string) string {
@@ -337,6 +366,9 @@ func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Co
 	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
 	text := q.sql()
 	return inReadOnlyTx(ctx, s.db, s.cancel, func(tx *sql.Tx) error {
+		if err := beginBounded(ctx, tx, s.d, t); err != nil {
+			return err
+		}
 		r, err := tx.QueryContext(ctx, text, q.args...)
 		if err != nil {
 			return err

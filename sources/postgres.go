@@ -45,6 +45,22 @@ func (postgres) keyedHash(key string, vals []string) string {
 	return "sha256(convert_to(concat(" + strings.Join(parts, ", ") + "), 'UTF8'))"
 }
 
+// materializeCTE: PostgreSQL 12+ otherwise inlines a WITH table referenced
+// once, and a parallel plan then aggregates the heavy units in every
+// worker.
+func (postgres) materializeCTE() string { return "MATERIALIZED " }
+
+// pgBoundedWorkMem is the work_mem, in kB, a bounded query may use per
+// sort or hash table: PostgreSQL's default 4MB spills the per-unit
+// aggregate of a million rows to disk.
+const pgBoundedWorkMem = 64 << 10
+
+// boundedSession raises work_mem for the bounded query's transaction only
+// (set_config(…, true) is SET LOCAL), never lowering a larger setting.
+func (postgres) boundedSession() []string {
+	return []string{fmt.Sprintf("SELECT set_config('work_mem', '%[1]dkB', true) FROM pg_settings WHERE name = 'work_mem' AND setting::bigint < %[1]d", pgBoundedWorkMem)}
+}
+
 // floorDiv: integer columns divide as integers (exact), float8 as IEEE.
 func (postgres) floorDiv(col string, min, width int64) string {
 	return fmt.Sprintf("floor((%s - %d) / %d)::bigint", col, min, width)
