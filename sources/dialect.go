@@ -37,8 +37,10 @@ type dialect interface {
 	// defaultVersion is the query whose value changes when the data does
 	// ("" when the engine has none: cached histograms then live a TTL).
 	defaultVersion() string
-	// keyedHash is UnitHash(key, vals...) computed by the engine, ordered
-	// as its hex digest (units.go); key is a bound parameter.
+	// keyedHash is the engine's keyed hash of vals, an expression ordered
+	// as the engine ranks rows (units.go): UnitHash(key, vals...) as its
+	// hex digest on MySQL and ClickHouse, PostgresUnitHash on PostgreSQL;
+	// key is a bound parameter.
 	keyedHash(key string, vals []string) string
 }
 

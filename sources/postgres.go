@@ -35,14 +35,14 @@ func (postgres) like(col string, p catalog.Pattern, bind func(any) string) strin
 	return "(" + col + ")::text COLLATE \"C\" LIKE " + pat + "::text ESCAPE " + bind(p.Escape) + "::text"
 }
 
-// keyedHash is sha256 (bytea, ordered bytewise as its hex) of the UTF-8
-// text.
+// keyedHash is hashtextextended (a bigint) of the text under the "C"
+// collation: PostgresUnitHash, unithash.go, which says why this hash.
 func (postgres) keyedHash(key string, vals []string) string {
 	parts := []string{"CAST(" + key + " AS text)"}
 	for _, v := range vals {
 		parts = append(parts, "chr(31)", hashText(v, "'V' || ("+v+")::text"))
 	}
-	return "sha256(convert_to(concat(" + strings.Join(parts, ", ") + "), 'UTF8'))"
+	return "hashtextextended(concat(" + strings.Join(parts, ", ") + ") COLLATE \"C\", 0)"
 }
 
 // materializeCTE: PostgreSQL 12+ otherwise inlines a WITH table referenced

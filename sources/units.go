@@ -52,13 +52,14 @@ import (
 // histogram query, so the database (its logs, its statement statistics)
 // can see it.
 //
-// On the servers the hash is SHA-256 of the key (hex), then per value 0x1f
-// and "N" for NULL or "V" and the value's text (UnitHash: PostgreSQL's
-// sha256, MariaDB's SHA2). SQLite, which runs our Go in-process, uses the
-// cheaper keyed SipHash of the same bytes after the key (UnitHash64,
-// unithash.go, which says why privacy does not rest on the hash), in its
-// file scan (sqlite_bound.go) and in SQL alike. A test can replay either
-// selection in Go.
+// The hashed bytes are the key, then per value 0x1f and "N" for NULL or
+// "V" and the value's text. MariaDB (and ClickHouse) rank by their SHA-256
+// of them (UnitHash: MariaDB's SHA2); PostgreSQL by its built-in 64-bit
+// hashtextextended, several times cheaper than its sha256 per row
+// (PostgresUnitHash); SQLite, which runs our Go in-process, by a keyed
+// SipHash (UnitHash64), in its file scan (sqlite_bound.go) and in SQL
+// alike. unithash.go says why privacy does not rest on the hash. A test
+// can replay each engine's selection in Go.
 
 // UnitKeyFile is the file, in the data directory, holding the key of the
 // keyed hash (64 hex digits, mode 0600), generated the first time a catalog
@@ -126,10 +127,10 @@ func readUnitKeyFile(path string) (string, error) {
 	return key, nil
 }
 
-// UnitHash is the keyed hash of values, as every engine computes it (see
-// above): the lower-case hex SHA-256 of key, then per value 0x1f and "N"
-// for NULL or "V" and its text. Integers are written in decimal, text as
-// it is; tests replay the engines' selection with it.
+// UnitHash is the keyed hash of values as MariaDB and ClickHouse compute
+// it (see above): the lower-case hex SHA-256 of key, then per value 0x1f
+// and "N" for NULL or "V" and its text. Integers are written in decimal,
+// text as it is; tests replay those engines' selection with it.
 func UnitHash(key string, vals ...any) string {
 	h := sha256.New()
 	h.Write([]byte(key))
