@@ -188,7 +188,7 @@ func pgHashBytesExtended(k []byte, seed uint64) uint64 {
 	a += binary.LittleEndian.Uint32(tail[:])
 	b += binary.LittleEndian.Uint32(tail[4:])
 	c += binary.LittleEndian.Uint32(tail[8:]) << 8
-	a, b, c = pgFinal(a, b, c)
+	_, b, c = pgFinal(a, b, c)
 	return uint64(b)<<32 | uint64(c)
 }
 
