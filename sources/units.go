@@ -301,17 +301,8 @@ func (b *boundedQuery) sql() string {
 		if !b.pairs {
 			return heavy + b.minusDropped(k, b.binSelect)
 		}
-		bins := b.bins()
-		sel := make([]string, len(bins))
-		for j, e := range bins {
-			sel[j] = e + " AS " + b.outs[j]
-		}
-		if b.pairs {
-			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
-				b.cellOf(b.outs), strings.Join(sel, ", "), kept())
-		}
-		return heavy + fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM %s) dpproxy_binned GROUP BY %s",
-			outs, strings.Join(sel, ", "), kept(), outs)
+		return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
+			b.cellOf(b.outs), b.binSelect(), kept())
 	}
 	cellHash := b.hash([]string{"'cell'", "dpproxy_unit", "dpproxy_cell"})
 	weighted := b.weightedRows(k)
