@@ -37,8 +37,10 @@ type dialect interface {
 	// defaultVersion is the query whose value changes when the data does
 	// ("" when the engine has none: cached histograms then live a TTL).
 	defaultVersion() string
-	// keyedHash is UnitHash(key, vals...) computed by the engine, ordered
-	// as its hex digest (units.go); key is a bound parameter.
+	// keyedHash is the engine's keyed hash of vals, an expression ordered
+	// as the engine ranks rows (units.go): UnitHash(key, vals...) as its
+	// hex digest on MySQL and ClickHouse, PostgresUnitHash on PostgreSQL;
+	// key is a bound parameter.
 	keyedHash(key string, vals []string) string
 }
 
@@ -47,6 +49,35 @@ type dialect interface {
 // pushdown.bin.
 type utcTime interface {
 	utc(expr string) string
+}
+
+// boundedTuning is what a server dialect adds to the bounded queries of
+// tables with a privacy unit (units.go), which aggregate and sort far more
+// than a plain GROUP BY: nothing in it changes an answer.
+type boundedTuning interface {
+	// materializeCTE is the keyword, with a trailing space, that makes a
+	// WITH table computed once rather than inlined into each reference
+	// (and, in a parallel plan, recomputed by every worker).
+	materializeCTE() string
+	// boundedSession are statements run first in a bounded query's
+	// transaction: the memory its sorts and hash tables may use before
+	// they spill to disk.
+	boundedSession() []string
+}
+
+// beginBounded runs the dialect's boundedSession statements in tx when t
+// has a privacy unit.
+func beginBounded(ctx context.Context, tx *sql.Tx, d dialect, t *catalog.Table) error {
+	bt, ok := d.(boundedTuning)
+	if !ok || t.Unit == nil {
+		return nil
+	}
+	for _, s := range bt.boundedSession() {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("bounded query settings: %w", err)
+		}
+	}
+	return nil
 }
 
 // table quotes a possibly qualified source table, part by part:
@@ -337,6 +368,9 @@ func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Co
 	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
 	text := q.sql()
 	return inReadOnlyTx(ctx, s.db, s.cancel, func(tx *sql.Tx) error {
+		if err := beginBounded(ctx, tx, s.d, t); err != nil {
+			return err
+		}
 		r, err := tx.QueryContext(ctx, text, q.args...)
 		if err != nil {
 			return err

@@ -15,8 +15,9 @@ import (
 // key of column, the number of distinct privacy units that hold it after
 // contribution bounding, and fn is called once per key. With a privacy
 // unit, each unit keeps the max_groups of its distinct keys of least keyed
-// hash (the histograms' bounding hash: UnitHash on the servers, UnitHash64
-// on SQLite), so that one unit moves at
+// hash (the histograms' bounding hash: UnitHash on MariaDB and ClickHouse,
+// PostgresUnitHash on PostgreSQL, UnitHash64 on SQLite), so that one unit
+// moves at
 // most max_groups counts by one; without max_groups, each unit keeps its
 // max_rows rows of least keyed hash, the rows its histograms keep, so it
 // moves at most max_rows counts by one (rowBoundedKeys). A row-privacy

@@ -73,8 +73,15 @@ func keyRows() []keyRow {
 const keyMaxRows = 4
 
 // keyHash is an engine's keyed hash as text in the order the engine
-// ranks by: UnitHash for the servers, sqliteKeyHash for SQLite.
+// ranks by: UnitHash for MariaDB and ClickHouse, postgresKeyHash for
+// PostgreSQL, sqliteKeyHash for SQLite.
 type keyHash func(key string, vals ...any) string
+
+// postgresKeyHash is PostgreSQL's PostgresUnitHash as fixed-width hex,
+// the sign bit flipped, whose order is the signed order SQL ranks by.
+func postgresKeyHash(key string, vals ...any) string {
+	return fmt.Sprintf("%016x", uint64(PostgresUnitHash(key, vals...))^1<<63)
+}
 
 // sqliteKeyHash is SQLite's UnitHash64 as fixed-width hex, whose order is
 // the unsigned order SQL ranks by.
@@ -247,7 +254,7 @@ func TestKeyUnitsPostgres(t *testing.T) {
 	} else {
 		dsn += " search_path=keys"
 	}
-	checkKeyUnits(t, "main: {driver: postgres, dsn: \""+dsn+"\"}", UnitHash, rows)
+	checkKeyUnits(t, "main: {driver: postgres, dsn: \""+dsn+"\"}", postgresKeyHash, rows)
 }
 
 // The same on MariaDB, whose default collation is case-insensitive and

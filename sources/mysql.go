@@ -44,6 +44,25 @@ func (mysqlDialect) keyedHash(key string, vals []string) string {
 	return "CAST(SHA2(CONCAT(" + strings.Join(parts, ", ") + "), 256) AS BINARY)"
 }
 
+// materializeCTE: MySQL and MariaDB have no keyword for it (MariaDB
+// computes a WITH table once per reference: the bounded queries refer to
+// theirs once where they can, units.go).
+func (mysqlDialect) materializeCTE() string { return "" }
+
+// mysqlBoundedTmpTable is the size, in bytes, of the in-memory temporary
+// tables a bounded query may use before they are converted to on-disk
+// ones: the (unit, cell) pairs of max_groups bounding number about as many
+// as the table's rows, and the default 16MB sends them to disk.
+const mysqlBoundedTmpTable = 256 << 20
+
+// boundedSession raises the session's in-memory temporary table size,
+// never lowering a larger setting. MySQL has no per-transaction SET: it
+// lasts for the proxy's pooled connection, which only ever runs
+// histograms.
+func (mysqlDialect) boundedSession() []string {
+	return []string{fmt.Sprintf("SET SESSION tmp_table_size = GREATEST(@@tmp_table_size, %[1]d), max_heap_table_size = GREATEST(@@max_heap_table_size, %[1]d)", mysqlBoundedTmpTable)}
+}
+
 // floorDiv divides by a double: '/' on integers would round to
 // div_precision_increment decimals (29999/30000 shows as 1.0000), and the
 // quotient is at most the column's number of bins, so the double is exact

@@ -196,12 +196,17 @@ func checkJoinTruncation(t *testing.T, source, schema string, d joinData) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The engine's own keyed hash: SQLite's (UnitHash64), the
-			// servers' (UnitHash).
+			// The engine's own keyed hash: SQLite's (UnitHash64),
+			// PostgreSQL's (PostgresUnitHash), MariaDB's (UnitHash).
 			truncation := truncation
 			if strings.Contains(source, "driver: sqlite") {
 				truncation = func(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) ([]float64, []string) {
 					return truncationBy(sqliteOrder(key), tab, cols, rows)
+				}
+			}
+			if strings.Contains(source, "driver: postgres") {
+				truncation = func(key string, tab *catalog.Table, cols []*catalog.Column, rows [][]any) ([]float64, []string) {
+					return truncationBy(postgresOrder(key), tab, cols, rows)
 				}
 			}
 			for _, shape := range joinShapes {

@@ -31,7 +31,10 @@ import (
 //     measurements rely on it). A unit with at most k rows keeps them all
 //     whatever their hashes, so the query finds the heavier units first
 //     (GROUP BY unit HAVING COUNT(*) > k) and hashes and ranks only their
-//     rows; the others' rows are taken as they are;
+//     rows; the others' rows are taken as they are. The counts are those
+//     of every row with a unit less those of the rows the heavy units drop
+//     (minusDropped, weightedRows), so the light units' rows are counted
+//     by one plain scan, as a GROUP BY without a unit counts them;
 //  3. with max_groups g and max_rows_per_group r, the kept rows are binned,
 //     each unit keeps the g cells (of the batch's internal domain) of least
 //     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
@@ -49,13 +52,14 @@ import (
 // histogram query, so the database (its logs, its statement statistics)
 // can see it.
 //
-// On the servers the hash is SHA-256 of the key (hex), then per value 0x1f
-// and "N" for NULL or "V" and the value's text (UnitHash: PostgreSQL's
-// sha256, MariaDB's SHA2). SQLite, which runs our Go in-process, uses the
-// cheaper keyed SipHash of the same bytes after the key (UnitHash64,
-// unithash.go, which says why privacy does not rest on the hash), in its
-// file scan (sqlite_bound.go) and in SQL alike. A test can replay either
-// selection in Go.
+// The hashed bytes are the key, then per value 0x1f and "N" for NULL or
+// "V" and the value's text. MariaDB (and ClickHouse) rank by their SHA-256
+// of them (UnitHash: MariaDB's SHA2); PostgreSQL by its built-in 64-bit
+// hashtextextended, several times cheaper than its sha256 per row
+// (PostgresUnitHash); SQLite, which runs our Go in-process, by a keyed
+// SipHash (UnitHash64), in its file scan (sqlite_bound.go) and in SQL
+// alike. unithash.go says why privacy does not rest on the hash. A test
+// can replay each engine's selection in Go.
 
 // UnitKeyFile is the file, in the data directory, holding the key of the
 // keyed hash (64 hex digits, mode 0600), generated the first time a catalog
@@ -123,10 +127,10 @@ func readUnitKeyFile(path string) (string, error) {
 	return key, nil
 }
 
-// UnitHash is the keyed hash of values, as every engine computes it (see
-// above): the lower-case hex SHA-256 of key, then per value 0x1f and "N"
-// for NULL or "V" and its text. Integers are written in decimal, text as
-// it is; tests replay the engines' selection with it.
+// UnitHash is the keyed hash of values as MariaDB and ClickHouse compute
+// it (see above): the lower-case hex SHA-256 of key, then per value 0x1f
+// and "N" for NULL or "V" and its text. Integers are written in decimal,
+// text as it is; tests replay those engines' selection with it.
 func UnitHash(key string, vals ...any) string {
 	h := sha256.New()
 	h.Write([]byte(key))
@@ -184,6 +188,9 @@ type boundedQuery struct {
 	// pairs asks for the distinct (unit, internal cell) pairs of the
 	// bounded rows, ordered by unit, instead of the counts per cell.
 	pairs bool
+	// materialize is the dialect's keyword (with a trailing space) that
+	// makes the WITH table of heavy units computed once ("" for none).
+	materialize string
 }
 
 // rawList is the raw columns read, quoted, each followed by ", ".
@@ -207,7 +214,7 @@ func (b *boundedQuery) rawList() string {
 // naming the units with more than k rows (dpproxy_heavy).
 func (b *boundedQuery) heavy(k int64) string {
 	unit := b.ident(b.t.Unit.Column)
-	return fmt.Sprintf("WITH dpproxy_heavy AS (SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
+	return fmt.Sprintf("WITH dpproxy_heavy AS "+b.materialize+"(SELECT %[1]s AS dpproxy_unit FROM %[2]s WHERE %[1]s IS NOT NULL GROUP BY %[1]s HAVING COUNT(*) > %[3]d) ", unit, b.table, k)
 }
 
 // kept is step 2 of the package comment: a derived table (dpproxy_kept)
@@ -218,17 +225,60 @@ func (b *boundedQuery) heavy(k int64) string {
 func (b *boundedQuery) kept(k int64) string {
 	rawList := b.rawList()
 	unit := b.ident(b.t.Unit.Column)
-	var vals []string
-	for _, c := range hashColumns(b.t) {
-		vals = append(vals, b.ident(c))
-	}
 	// NOT IN, not NOT EXISTS: PostgreSQL then probes a hashed subplan
 	// instead of sorting the table for a merge anti-join (the heavy units
 	// are never NULL).
 	light := fmt.Sprintf("SELECT %[1]s%[2]s AS dpproxy_unit FROM %[3]s WHERE %[2]s IS NOT NULL AND %[2]s NOT IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.table)
+	return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, b.ranked(), k)
+}
+
+// ranked is a derived table's query: the heavy units' rows (named by
+// heavy) with the raw columns, dpproxy_unit and dpproxy_rn, each row's
+// rank in its unit by keyed hash. It binds the hash key when called.
+func (b *boundedQuery) ranked() string {
+	rawList := b.rawList()
+	unit := b.ident(b.t.Unit.Column)
+	var vals []string
+	for _, c := range hashColumns(b.t) {
+		vals = append(vals, b.ident(c))
+	}
 	hashed := fmt.Sprintf("SELECT %s%s AS dpproxy_unit, %s AS dpproxy_hash FROM %s WHERE %s IN (SELECT dpproxy_unit FROM dpproxy_heavy)", rawList, unit, b.hash(vals), b.table, unit)
-	ranked := fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
-	return fmt.Sprintf("(%s UNION ALL SELECT %sdpproxy_unit FROM (%s) dpproxy_ranked WHERE dpproxy_rn <= %d) dpproxy_kept", light, rawList, ranked, k)
+	return fmt.Sprintf("SELECT %sdpproxy_unit, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_hash) AS dpproxy_rn FROM (%s) dpproxy_hashed", rawList, hashed)
+}
+
+// minusDropped is the histogram of kept rows as the histogram of every row
+// with a unit less that of the rows the heavy units drop (rank > k): the
+// same counts as a GROUP BY over kept, but the rows of the light units —
+// nearly all of them — are counted by the plain GROUP BY's single scan,
+// with neither a filter on dpproxy_heavy nor a derived table of kept rows
+// between the scan and the count (MariaDB materialises such a UNION ALL
+// to a temporary table, and computes a WITH table once per reference).
+// sel are the bins' select expressions (bound when called, in order);
+// with no bins it is the one count.
+func (b *boundedQuery) minusDropped(k int64, sel func() string) string {
+	unit := b.ident(b.t.Unit.Column)
+	if len(b.outs) == 0 {
+		return fmt.Sprintf("SELECT SUM(dpproxy_n) FROM (SELECT COUNT(*) AS dpproxy_n FROM %[1]s WHERE %[2]s IS NOT NULL UNION ALL "+
+			"SELECT -COUNT(*) FROM (%[3]s) dpproxy_ranked WHERE dpproxy_rn > %[4]d) dpproxy_parts", b.table, unit, b.ranked(), k)
+	}
+	outs := strings.Join(b.outs, ", ")
+	all := sel()
+	dropped := sel()
+	return fmt.Sprintf("SELECT %[1]s, SUM(dpproxy_n) FROM ("+
+		"SELECT %[1]s, COUNT(*) AS dpproxy_n FROM (SELECT %[2]s FROM %[3]s WHERE %[4]s IS NOT NULL) dpproxy_all GROUP BY %[1]s UNION ALL "+
+		"SELECT %[1]s, -COUNT(*) FROM (SELECT %[5]s FROM (%[6]s) dpproxy_ranked WHERE dpproxy_rn > %[7]d) dpproxy_dropped GROUP BY %[1]s"+
+		") dpproxy_parts GROUP BY %[1]s", outs, all, b.table, unit, dropped, b.ranked(), k)
+}
+
+// binSelect is the bins' select list, each AS its alias; it binds the
+// bins' parameters when called.
+func (b *boundedQuery) binSelect() string {
+	bins := b.bins()
+	sel := make([]string, len(bins))
+	for j, e := range bins {
+		sel[j] = e + " AS " + b.outs[j]
+	}
+	return strings.Join(sel, ", ")
 }
 
 // sql writes the query; see the package comment above for its steps.
@@ -244,28 +294,18 @@ func (b *boundedQuery) sql() string {
 		if b.pairs {
 			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, 0 FROM %s ORDER BY dpproxy_unit", kept())
 		}
-		return heavy + fmt.Sprintf("SELECT COUNT(*) FROM %s", kept())
+		return heavy + b.minusDropped(k, nil)
 	}
 	outs := strings.Join(b.outs, ", ")
 	if !u.CellBounded() {
-		bins := b.bins()
-		sel := make([]string, len(bins))
-		for j, e := range bins {
-			sel[j] = e + " AS " + b.outs[j]
+		if !b.pairs {
+			return heavy + b.minusDropped(k, b.binSelect)
 		}
-		if b.pairs {
-			return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
-				b.cellOf(b.outs), strings.Join(sel, ", "), kept())
-		}
-		return heavy + fmt.Sprintf("SELECT %s, COUNT(*) FROM (SELECT %s FROM %s) dpproxy_binned GROUP BY %s",
-			outs, strings.Join(sel, ", "), kept(), outs)
+		return heavy + fmt.Sprintf("SELECT DISTINCT dpproxy_unit, %s AS dpproxy_cell FROM (SELECT %s, dpproxy_unit FROM %s) dpproxy_binned ORDER BY dpproxy_unit",
+			b.cellOf(b.outs), b.binSelect(), kept())
 	}
 	cellHash := b.hash([]string{"'cell'", "dpproxy_unit", "dpproxy_cell"})
-	bins := b.bins()
-	sel := make([]string, len(bins))
-	for j, e := range bins {
-		sel[j] = e + " AS " + b.outs[j]
-	}
+	weighted := b.weightedRows(k)
 	g, r := u.MaxGroups, u.MaxRowsPerGroup
 	if g == 0 {
 		g = u.MaxRows
@@ -277,17 +317,31 @@ func (b *boundedQuery) sql() string {
 	// kept rows are first aggregated to (unit, cell, rows) and only those
 	// pairs are ranked: min(rows, r) of each of a unit's g cells of least
 	// cell hash. (Ranking every row by (unit, cell) as well cost 16× more.)
-	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[7]d THEN dpproxy_n ELSE %[7]d END) FROM (", " GROUP BY %[1]s"
+	// A pair's kept rows are counted as its rows less its dropped rows
+	// (weightedRows), and pairs left with none are not pairs of kept rows.
+	head, tail := "SELECT %[1]s, SUM(CASE WHEN dpproxy_n < %[6]d THEN dpproxy_n ELSE %[6]d END) FROM (", " GROUP BY %[1]s"
 	if b.pairs {
 		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
 	return heavy + fmt.Sprintf(head+
 		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
 		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
-		"SELECT %[1]s, dpproxy_unit, COUNT(*) AS dpproxy_n FROM ("+
-		"SELECT %[4]s, dpproxy_unit FROM %[5]s"+
-		") dpproxy_binned GROUP BY %[1]s, dpproxy_unit) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[6]d"+tail,
-		outs, cellHash, b.cellOf(b.outs), strings.Join(sel, ", "), kept(), g, r)
+		"SELECT %[1]s, dpproxy_unit, SUM(dpproxy_w) AS dpproxy_n FROM %[4]s"+
+		" GROUP BY %[1]s, dpproxy_unit HAVING SUM(dpproxy_w) > 0) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[5]d"+tail,
+		outs, cellHash, b.cellOf(b.outs), weighted, g, r)
+}
+
+// weightedRows is a derived table (dpproxy_binned) of the bins (as their
+// aliases), dpproxy_unit and a weight dpproxy_w: every row with a unit
+// weighing 1 and every row a heavy unit drops (minusDropped) again
+// weighing −1, so that the weights of a (cell, unit) pair sum to its kept
+// rows. It binds the bins' parameters and the hash key when called.
+func (b *boundedQuery) weightedRows(k int64) string {
+	unit := b.ident(b.t.Unit.Column)
+	all := b.binSelect()
+	dropped := b.binSelect()
+	return fmt.Sprintf("(SELECT %[1]s, %[2]s AS dpproxy_unit, 1 AS dpproxy_w FROM %[3]s WHERE %[2]s IS NOT NULL UNION ALL "+
+		"SELECT %[4]s, dpproxy_unit, -1 FROM (%[5]s) dpproxy_ranked WHERE dpproxy_rn > %[6]d) dpproxy_binned", all, unit, b.table, dropped, b.ranked(), k)
 }
 
 // serverBounded is the pushdown's bounded query for PostgreSQL and MySQL:
@@ -300,6 +354,9 @@ func (q *pushdown) serverBoundedPairs() string { return q.serverBoundedQuery(q.k
 func (q *pushdown) serverBoundedQuery(key string, pairs bool) string {
 	st := strides(q.cols)
 	b := &boundedQuery{t: q.t, ident: q.d.ident, table: q.from(), pairs: pairs}
+	if bt, ok := q.d.(boundedTuning); ok {
+		b.materialize = bt.materializeCTE()
+	}
 	b.hash = func(vals []string) string { return q.d.keyedHash(q.bind(key), vals) }
 	for j, c := range q.cols {
 		b.raw = append(b.raw, c.Name)
@@ -351,6 +408,7 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	var q string
 	var args []any
 	var cancel cancelHook
+	var d dialect
 	switch be := src.be.(type) {
 	case *sqliteSource:
 		done, err := be.unitCellsScan(ctx, t, cols, fn)
@@ -362,7 +420,7 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	case *chSource:
 		return be.unitCells(ctx, t, cols, fn)
 	case *server:
-		db, cancel = be.db, be.cancel
+		db, cancel, d = be.db, be.cancel, be.d
 		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
 		q = pd.joined(pd.serverBoundedPairs())
 		args = pd.args
@@ -370,6 +428,11 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 		return fmt.Errorf("table %s: no unit cells for this source", t.Name)
 	}
 	err := inReadOnlyTx(ctx, db, cancel, func(tx *sql.Tx) error {
+		if d != nil {
+			if err := beginBounded(ctx, tx, d, t); err != nil {
+				return err
+			}
+		}
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err

@@ -94,6 +94,12 @@ func truncation(key string, tab *catalog.Table, cols []*catalog.Column, rows [][
 	return truncationBy(func(vals ...any) string { return UnitHash(key, vals...) }, tab, cols, rows)
 }
 
+// postgresOrder is PostgreSQL's keyed hash (PostgresUnitHash) as text of
+// the same (signed) order, for truncationBy.
+func postgresOrder(key string) func(vals ...any) string {
+	return func(vals ...any) string { return postgresKeyHash(key, vals...) }
+}
+
 // sqliteOrder is SQLite's keyed hash (UnitHash64) as text of the same
 // order, for truncationBy.
 func sqliteOrder(key string) func(vals ...any) string {
@@ -206,6 +212,9 @@ func checkTruncation(t *testing.T, source, sourceTable string, rows [][]any) {
 				order := func(vals ...any) string { return UnitHash(key, vals...) }
 				if strings.Contains(source, "sqlite") {
 					order = sqliteOrder(key)
+				}
+				if strings.Contains(source, "postgres") {
+					order = postgresOrder(key)
 				}
 				want, wantSets := truncationBy(order, tab, cols, rows)
 				if !slices.Equal(got, want) {
