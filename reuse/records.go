@@ -109,12 +109,8 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 						}
 						m.Factors, m.Rows = append(m.Factors, ones), append(m.Rows, 1)
 					default:
-						// Shared with the workload, not copied: records
-						// are read, never written in place (a run that
-						// stacks them makes its own array, and the store
-						// keeps its own copy), and a DATE(ts) over a
-						// year of hourly bins has 365 such factors of
-						// 43,824 cells.
+						// Shared, not copied (see stackRows): records are
+						// never written in place.
 						m.Factors, m.Rows = append(m.Factors, f), append(m.Rows, 1)
 					}
 					if group {
@@ -170,7 +166,9 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 // one column's factor (the aggregates of a GROUP BY expression: one per
 // day of a DATE(ts) over hourly bins) into one record whose factor on that
 // column has a row per aggregate: the same release, one stored
-// measurement instead of hundreds.
+// measurement instead of hundreds. The one-row records share their
+// factors with the workload (365 of 43,824 cells for that DATE(ts)); a
+// stacked run gets its own array, and the store keeps its own copy.
 func stackRows(recs []*measure.Measurement) []*measure.Measurement {
 	var out []*measure.Measurement
 	var cur *measure.Measurement
