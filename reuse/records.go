@@ -45,26 +45,7 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 	scale := func(num, den uint64) string { return fmt.Sprintf("%d/%d", num, den) }
 	switch p.Kind {
 	case planner.Kronecker:
-		m := &measure.Measurement{Strategy: p.Name, Columns: cols, Noise: string(p.Options.Noise), Scale: scale(p.NoiseNum, p.NoiseDen), Variance: p.NoiseVariance}
-		for _, f := range p.Factors {
-			r, n := f.A.Dims()
-			m.Rows = append(m.Rows, r)
-			if isIdentity(f) {
-				m.Factors = append(m.Factors, nil)
-				continue
-			}
-			data := make([]float64, 0, r*n)
-			for i := 0; i < r; i++ {
-				for c := 0; c < n; c++ {
-					data = append(data, f.A.At(i, c))
-				}
-			}
-			m.Factors = append(m.Factors, data)
-		}
-		if ans != nil {
-			m.Answers = ans.Raw
-		}
-		return []*measure.Measurement{m}, true
+		return []*measure.Measurement{kroneckerRecord(p, cols, ans, scale(p.NoiseNum, p.NoiseDen))}, true
 	case planner.Direct:
 		all = true
 		for q, qu := range w.Queries {
@@ -160,6 +141,31 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 		return out, len(out) > 0
 	}
 	return nil, false
+}
+
+// kroneckerRecord is the one measurement a Kronecker plan makes: its
+// factors row by row (nil for an identity).
+func kroneckerRecord(p *planner.Plan, cols []measure.Column, ans *exec.Answers, scale string) *measure.Measurement {
+	m := &measure.Measurement{Strategy: p.Name, Columns: cols, Noise: string(p.Options.Noise), Scale: scale, Variance: p.NoiseVariance}
+	for _, f := range p.Factors {
+		r, n := f.A.Dims()
+		m.Rows = append(m.Rows, r)
+		if isIdentity(f) {
+			m.Factors = append(m.Factors, nil)
+			continue
+		}
+		data := make([]float64, 0, r*n)
+		for i := 0; i < r; i++ {
+			for c := 0; c < n; c++ {
+				data = append(data, f.A.At(i, c))
+			}
+		}
+		m.Factors = append(m.Factors, data)
+	}
+	if ans != nil {
+		m.Answers = ans.Raw
+	}
+	return m
 }
 
 // stackRows merges runs of one-row direct records that differ only in
