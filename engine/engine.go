@@ -446,7 +446,7 @@ func (e *Engine) batch(ctx context.Context, s *Session, t *catalog.Table, sts []
 		if err != nil {
 			return nil, err
 		}
-		e.recordReplay(ctx, s, t, sts, entry.Seq, opt, d.Combine)
+		e.recordReplay(ctx, s, t, sts, entry.Seq, opt, d.Combine, d.StoredIDs)
 		ans, err := exec.MeasureCounts(plan, counts, e.newSampler())
 		if err != nil {
 			// Charged but not released: conservative, and logged as such.

@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/measure"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/reuse"
 )
 
 // Re-deriving a charge's strategy (issue #24). Plans are a deterministic
@@ -62,7 +64,7 @@ func sessionPlanVars(s *Session) (map[string]string, error) {
 // the catalog's defaults gave is recorded as if set, so that a later
 // change of a default does not make the re-plan differ: options() plans
 // the same from @dp_epsilon (@dp_rho) as from the default it equals.
-func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, seq int64, opt planner.Options, reused bool) {
+func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table, sts []*parser.Statement, seq int64, opt planner.Options, reused bool, stored []int64) {
 	if e.measures == nil {
 		return
 	}
@@ -83,6 +85,9 @@ func (e *Engine) recordReplay(ctx context.Context, s *Session, t *catalog.Table,
 		texts[i] = st.Text
 	}
 	r := measure.Replay{LedgerSeq: seq, Table: t.Name, User: s.User, Texts: texts, Options: vars, Reused: reused}
+	if reused {
+		r.Stored = append([]int64{}, stored...)
+	}
 	if err := e.measures.PutReplay(ctx, r); err != nil {
 		e.log.Warn("no replay record", "seq", seq, "err", err)
 	}
@@ -96,13 +101,12 @@ var ErrNotRederivable = errors.New("not re-derivable")
 // catalog, as the charge did (parse, table, prepare, the session's plan),
 // and returns the plan's StrategyDigest and the batch's query digest (as
 // the ledger entry records it). It reads no data and charges nothing.
-// Batches whose plan depended on more (stored measurements, released
+// A batch planned with stored measurements is re-decided over the
+// measurements the record says were stored then (redecide). Batches whose
+// plan depended on more (stored measurements since forgotten, released
 // keys of an open column, a route other than the matrix mechanism) wrap
 // ErrNotRederivable.
 func (e *Engine) ReplanDigest(ctx context.Context, r measure.Replay) (strategy, query string, err error) {
-	if r.Reused {
-		return "", "", fmt.Errorf("%w: planned with stored measurements", ErrNotRederivable)
-	}
 	if len(r.Texts) == 0 {
 		return "", "", fmt.Errorf("replay %d: no statements", r.LedgerSeq)
 	}
@@ -122,49 +126,84 @@ func (e *Engine) ReplanDigest(ctx context.Context, r measure.Replay) (strategy, 
 		v, ok := r.Options[name]
 		return v, ok
 	}}
-	plan, err := e.replan(ctx, s, sts)
+	plan, p, err := e.replan(ctx, s, sts)
 	if err != nil {
 		return "", query, err
+	}
+	if r.Reused {
+		if plan, err = e.redecide(ctx, s, r, p.w, p.cost, plan); err != nil {
+			return "", query, err
+		}
 	}
 	return plan.StrategyDigest(), query, nil
 }
 
-// replan is batch's planning for sts, up to the plan it charges for when
-// no stored measurement joins.
-func (e *Engine) replan(ctx context.Context, s *Session, sts []*parser.Statement) (*planner.Plan, error) {
-	t, err := e.queryTable(ctx, sts[0].Query)
+// redecide is the plan the reuse policy decided for a batch planned with
+// stored measurements (its plan without them: plan), over the
+// measurements r says were stored then. The policy reads only their
+// structure and noise, never their answers, so this reads no data either.
+func (e *Engine) redecide(ctx context.Context, s *Session, r measure.Replay, w *compile.Workload, cost budget.Cost, plan *planner.Plan) (*planner.Plan, error) {
+	if r.Stored == nil {
+		return nil, fmt.Errorf("%w: planned with stored measurements (a record written before it kept which)", ErrNotRederivable)
+	}
+	if e.measures == nil {
+		return nil, fmt.Errorf("%w: planned with stored measurements, and no measurement store is open", ErrNotRederivable)
+	}
+	ms, missing, err := e.measures.ByID(ctx, r.Stored)
+	if err != nil {
+		return nil, fmt.Errorf("replay %d: %w", r.LedgerSeq, err)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: planned with stored measurement %d, since forgotten", ErrNotRederivable, missing[0])
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("%w: planned with stored measurements, and the record names none", ErrNotRederivable)
+	}
+	target, hasTarget, err := sessionFloat(s, VarMaxStderr)
 	if err != nil {
 		return nil, err
 	}
+	d := e.reuse.Decide(ctx, reuse.Request{W: w, Plan: plan, Cost: cost, MaxStderr: target, HasTarget: hasTarget, Version: ms[0].Version, Stored: ms})
+	return d.Plan, nil
+}
+
+// replan is batch's planning for sts, up to the plan it charges for when
+// no stored measurement joins, and what was prepared for it.
+func (e *Engine) replan(ctx context.Context, s *Session, sts []*parser.Statement) (*planner.Plan, *prepared, error) {
+	t, err := e.queryTable(ctx, sts[0].Query)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, st := range sts {
 		if err := compile.CheckUnit(t, st.Query); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	uses, err := openUses(t, sts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for c, u := range uses {
 		if u.grouped {
-			return nil, fmt.Errorf("%w: grouped by open column %s (its released keys)", ErrNotRederivable, c)
+			return nil, nil, fmt.Errorf("%w: grouped by open column %s (its released keys)", ErrNotRederivable, c)
 		}
 	}
 	tb, sb, err := e.openTable(ctx, s, t, sts, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := e.prepare(ctx, sb, tb, sts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.route != routeMeasured {
-		return nil, fmt.Errorf("%w: not planned by the matrix mechanism", ErrNotRederivable)
+		return nil, nil, fmt.Errorf("%w: not planned by the matrix mechanism", ErrNotRederivable)
 	}
 	if p.plan != nil {
-		return p.plan, nil
+		return p.plan, p, nil
 	}
-	return e.choose(ctx, p.w, p.opt)
+	plan, err := e.choose(ctx, p.w, p.opt)
+	return plan, p, err
 }
 
 // RecordedPlanDigest is the plan digest a charge's strategy text records;

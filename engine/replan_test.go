@@ -8,6 +8,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/catalog"
+	"github.com/dpproxy/dpproxy/measure"
 )
 
 // replanStatements are the statements replan batches draw from: counts,
@@ -55,23 +56,52 @@ func TestReplanMatchesRecordedDigest(t *testing.T) {
 		e := es[len(es)-1]
 		checkReplan(t, f, e, stmts)
 	}
-	// A batch combined with a stored measurement was planned with the
-	// store: reported as not re-derivable.
+}
+
+// TestReplanWithStoredMeasurements: a batch combined with stored
+// measurements was planned with the store; its replay record names the
+// measurements stored then, and an engine with the catalog and the
+// measurement store (no data, as `audit verify --replan` builds it)
+// re-decides it to the recorded digest. Without the store, or with a
+// measurement the record names since forgotten, it is reported as not
+// re-derivable rather than as a mismatch.
+func TestReplanWithStoredMeasurements(t *testing.T) {
+	ctx := context.Background()
 	f := newFixtureCatalog(t, wholeCatalog)
 	s := session("analyst", map[string]any{VarEpsilon: 1.0})
 	f.answer(t, s, "SELECT age, COUNT(*) FROM adult GROUP BY age")
+	f.answer(t, s, "SELECT sex, COUNT(*) FROM adult GROUP BY sex")
 	f.answer(t, s, "SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex")
 	es := f.entries(t)
 	last := es[len(es)-1]
 	if last.Kind != budget.KindCharge || !strings.Contains(last.Strategy, "answered with") || !strings.Contains(last.Strategy, strategyDigestPrefix) {
-		t.Fatalf("second batch: %s %q, want a combined charge with its plan's digest", last.Kind, last.Strategy)
+		t.Fatalf("third batch: %s %q, want a combined charge with its plan's digest", last.Kind, last.Strategy)
 	}
+	recorded, _ := RecordedPlanDigest(last.Strategy)
 	r, err := f.eng.measures.Replay(ctx, last.Seq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := New(Config{Catalog: f.cfg.Catalog, Ledger: f.ledger}).ReplanDigest(ctx, r); !r.Reused || !errors.Is(err, ErrNotRederivable) {
-		t.Errorf("combined charge %d: reused %v, err %v, want ErrNotRederivable", last.Seq, r.Reused, err)
+	if !r.Reused || len(r.Stored) != 2 {
+		t.Fatalf("combined charge %d: reused %v, stored %v, want the 2 measurements stored before it", last.Seq, r.Reused, r.Stored)
+	}
+	auditor := New(Config{Catalog: f.cfg.Catalog, Ledger: f.ledger, Logger: f.cfg.Logger, Measurements: f.eng.measures})
+	got, _, err := auditor.ReplanDigest(ctx, r)
+	if err != nil || got != recorded {
+		t.Fatalf("combined charge %d re-decided: digest %s, %v; recorded %s", last.Seq, got, err, recorded)
+	}
+	// Planned without the store, the batch's plan is another one: the
+	// record's measurements are what made it.
+	if alone, _, err := auditor.ReplanDigest(ctx, measure.Replay{LedgerSeq: r.LedgerSeq, Table: r.Table, User: r.User, Texts: r.Texts, Options: r.Options}); err != nil || alone == recorded {
+		t.Errorf("re-planned without the stored measurements: digest %s, %v; want a digest other than %s", alone, err, recorded)
+	}
+	if _, _, err := New(Config{Catalog: f.cfg.Catalog, Ledger: f.ledger}).ReplanDigest(ctx, r); !errors.Is(err, ErrNotRederivable) {
+		t.Errorf("without a measurement store: %v, want ErrNotRederivable", err)
+	}
+	forgot := r
+	forgot.Stored = append(append([]int64{}, r.Stored...), 1<<40)
+	if _, _, err := auditor.ReplanDigest(ctx, forgot); !errors.Is(err, ErrNotRederivable) || !strings.Contains(err.Error(), "forgotten") {
+		t.Errorf("a measurement since forgotten: %v, want ErrNotRederivable naming it", err)
 	}
 }
 

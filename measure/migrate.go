@@ -65,7 +65,20 @@ func Migrate(ctx context.Context, srcPath string, dst *Store) (int64, error) {
 	if err != nil {
 		return n + k + r, fmt.Errorf("measure: migrate %s: replays: %w", srcPath, err)
 	}
-	return n + k + r, nil
+	// and their bases, in a file written since they were kept.
+	if err := src.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'replay_basis'").Scan(&tables); err != nil {
+		return n + k + r, fmt.Errorf("measure: migrate %s: replay bases: %w", srcPath, err)
+	}
+	if tables == 0 {
+		return n + k + r, nil
+	}
+	b, err := copyRows(ctx, src, dst, "SELECT ledger_seq, stored FROM replay_basis ORDER BY ledger_seq", 2,
+		`INSERT INTO replay_basis (ledger_seq, stored) VALUES (?, ?)
+		ON CONFLICT (ledger_seq) DO NOTHING`, "", nil)
+	if err != nil {
+		return n + k + r + b, fmt.Errorf("measure: migrate %s: replay bases: %w", srcPath, err)
+	}
+	return n + k + r + b, nil
 }
 
 // copyRows copies the rows of query on src (of cols columns) into dst with

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Replays are what an auditor needs to re-plan a charged batch and compare
@@ -29,6 +31,10 @@ CREATE TABLE IF NOT EXISTS replays (
 	texts      TEXT NOT NULL,
 	options    TEXT NOT NULL,
 	reused     %[2]s NOT NULL
+);
+CREATE TABLE IF NOT EXISTS replay_basis (
+	ledger_seq %[2]s PRIMARY KEY,
+	stored     TEXT NOT NULL
 );`
 
 // Replay is what re-plans one charged batch.
@@ -48,6 +54,11 @@ type Replay struct {
 	// (measured less, to combine with them): re-deriving it needs the
 	// store as it was then.
 	Reused bool
+	// Stored, when Reused, are the IDs of the measurements stored for
+	// the table's data version when the plan was decided, ascending:
+	// the store as it was then (kept in replay_basis; nil for a record
+	// written before it was kept).
+	Stored []int64
 }
 
 // PutReplay stores r; a second record for the same entry replaces none
@@ -68,8 +79,25 @@ func (s *Store) PutReplay(ctx context.Context, r Replay) error {
 	if r.Reused {
 		reused = 1
 	}
-	if _, err := s.db.ExecContext(ctx, "INSERT INTO replays (ledger_seq, table_name, user_name, texts, options, reused) VALUES (?, ?, ?, ?, ?, ?)",
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("measure: put replay %d: %w", r.LedgerSeq, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, "INSERT INTO replays (ledger_seq, table_name, user_name, texts, options, reused) VALUES (?, ?, ?, ?, ?, ?)",
 		r.LedgerSeq, r.Table, r.User, string(texts), string(opts), reused); err != nil {
+		return fmt.Errorf("measure: put replay %d: %w", r.LedgerSeq, err)
+	}
+	if r.Reused && r.Stored != nil {
+		stored, err := json.Marshal(r.Stored)
+		if err != nil {
+			return fmt.Errorf("measure: put replay %d: %w", r.LedgerSeq, err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO replay_basis (ledger_seq, stored) VALUES (?, ?)", r.LedgerSeq, string(stored)); err != nil {
+			return fmt.Errorf("measure: put replay %d: %w", r.LedgerSeq, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("measure: put replay %d: %w", r.LedgerSeq, err)
 	}
 	return nil
@@ -98,5 +126,70 @@ func (s *Store) Replay(ctx context.Context, seq int64) (Replay, error) {
 		return r, fmt.Errorf("measure: replay %d: options: %w", seq, err)
 	}
 	r.Reused = reused != 0
+	var stored string
+	err = s.db.QueryRowContext(ctx, "SELECT stored FROM replay_basis WHERE ledger_seq = ?", seq).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return r, fmt.Errorf("measure: replay %d: stored: %w", seq, err)
+	default:
+		if err := json.Unmarshal([]byte(stored), &r.Stored); err != nil {
+			return r, fmt.Errorf("measure: replay %d: stored: %w", seq, err)
+		}
+	}
 	return r, nil
+}
+
+// ByID returns the measurements of ids that are still stored, by
+// ascending ID, and the IDs that are not (forgotten to keep the store
+// within its bound).
+func (s *Store) ByID(ctx context.Context, ids []int64) (found []*Measurement, missing []int64, err error) {
+	want := slices.Sorted(slices.Values(ids))
+	want = slices.Compact(want)
+	for len(want) > 0 {
+		chunk := want[:min(len(want), 500)]
+		want = want[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		q := "SELECT id, body FROM measurements WHERE id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ") ORDER BY id"
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("measure: by id: %w", err)
+		}
+		got := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			var body []byte
+			if err := rows.Scan(&id, &body); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("measure: by id: %w", err)
+			}
+			m := &Measurement{}
+			if err := json.Unmarshal(body, m); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("measure: by id %d: %w", id, err)
+			}
+			m.ID = id
+			if err := m.Check(); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("measure: by id %d: %w", id, err)
+			}
+			found = append(found, m)
+			got[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, nil, fmt.Errorf("measure: by id: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("measure: by id: %w", err)
+		}
+		for _, id := range chunk {
+			if !got[id] {
+				missing = append(missing, id)
+			}
+		}
+	}
+	return found, missing, nil
 }

@@ -76,7 +76,7 @@ func testMigrate(t *testing.T, open opener) {
 			t.Fatal(err)
 		}
 	}
-	replay := Replay{LedgerSeq: 2000, Table: "t", User: "u", Texts: []string{"SELECT COUNT(*) FROM t"}, Options: map[string]string{"dp_epsilon": "0.5"}}
+	replay := Replay{LedgerSeq: 2000, Table: "t", User: "u", Texts: []string{"SELECT COUNT(*) FROM t"}, Options: map[string]string{"dp_epsilon": "0.5"}, Reused: true, Stored: []int64{1, 2}}
 	if err := src.PutReplay(ctx, replay); err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +85,10 @@ func testMigrate(t *testing.T, open opener) {
 		t.Fatal(err)
 	}
 	added, err := Migrate(ctx, path, dst)
-	if err != nil || added != n+3 {
-		t.Fatalf("migrated %d, %v; want %d", added, err, n+3)
+	// n measurements, 2 key sets (v0's is there already), the replay
+	// record and its basis.
+	if err != nil || added != n+4 {
+		t.Fatalf("migrated %d, %v; want %d", added, err, n+4)
 	}
 	if got, err := dst.Replay(ctx, replay.LedgerSeq); err != nil || !reflect.DeepEqual(got, replay) {
 		t.Fatalf("migrated replay %+v, %v; want %+v", got, err, replay)

@@ -97,11 +97,14 @@ type Decision struct {
 	Version string // the data version; "" when measurements are not kept
 	Plan    *planner.Plan
 	Cost    budget.Cost
-	Stored  int        // measurements stored for this table version
-	Joined  []int64    // the stored measurements that join the batch
-	Free    *Estimated // set when the batch is answered from them alone
-	Combine bool       // answers from old and new measurements together
-	After   *Estimated // the combination's answers' variances as planned (values meaningless)
+	Stored  int // measurements stored for this table version
+	// StoredIDs are their IDs, in the order stored: the store the
+	// decision read, which re-deriving it needs (engine/replan.go).
+	StoredIDs []int64
+	Joined    []int64    // the stored measurements that join the batch
+	Free      *Estimated // set when the batch is answered from them alone
+	Combine   bool       // answers from old and new measurements together
+	After     *Estimated // the combination's answers' variances as planned (values meaningless)
 	// Alone is set, to the cells of the largest estimation domain, when
 	// the batch is measured and answered from its new measurement alone
 	// because its domain is too large to combine on the request path
@@ -160,6 +163,9 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	}
 	ms := r.Stored
 	d.Stored = len(ms)
+	for _, m := range ms {
+		d.StoredIDs = append(d.StoredIDs, m.ID)
+	}
 	doms, ok := domainsOf(w, ms, nil, pol.solved)
 	if !ok || len(ms) == 0 {
 		return d

@@ -161,3 +161,50 @@ func TestAuditVerifyReplanSharedState(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A charge combined with stored measurements (`… answered with …`) is
+// re-decided by `audit verify --replan` over the measurements its replay
+// record names, read from the data directory's measurement store, and
+// matches like any other.
+func TestAuditVerifyReplanCombined(t *testing.T) {
+	// Columns that count every row (NULL a cell of its own), so that a
+	// measurement over age joins a batch over age and sex.
+	const catalog = `
+database: demo
+sources: {main: {driver: sqlite, path: "{{DEMO}}"}}
+tables:
+  adult:
+    noise: laplace
+    budget: {total: 1000, per_user: 1000, default_per_query: 1, max_per_query: 5}
+    columns:
+      age: {type: integer, min: 17, max: 90, null: cell}
+      sex: {type: categorical, values: [Female, Male], null: cell, out_of_domain: other}
+users:
+  analyst: {password: analyst, role: analyst}
+`
+	p, addr := startProxy(t, catalog)
+	db := connect(t, addr, "analyst", "analyst", "")
+	for _, q := range []string{
+		"SELECT age, COUNT(*) FROM adult GROUP BY age",
+		"SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+		"SELECT age, sex, COUNT(*) FROM adult GROUP BY age, sex",
+	} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rows.Close()
+	}
+	db.Close()
+	es := entries(t, p)
+	last := es[len(es)-1]
+	if last.Kind != budget.KindCharge || !strings.Contains(last.Strategy, "answered with") {
+		t.Fatalf("last batch: %s %q, want a charge combined with stored measurements", last.Kind, last.Strategy)
+	}
+	dir := filepath.Dir(p.ledger.Path())
+	p.Close()
+	code, out, errOut := dpproxyCmd("audit", "verify", "--config", filepath.Join(dir, "catalog.yaml"), "--data-dir", dir, "--replan", "1")
+	if code != 0 || !strings.Contains(out, "replanned 1: 1 match\n") || !strings.Contains(out, fmt.Sprintf("entry %d: ", last.Seq)) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
