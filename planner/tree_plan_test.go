@@ -47,7 +47,7 @@ func TestLongPrefixOptionsAgainstDense(t *testing.T) {
 		}
 	}
 	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
-		evals, err := evalLongPrefix(context.Background(), n, fam)
+		evals, err := New().evalLongPrefix(context.Background(), n, fam)
 		if err != nil {
 			t.Fatal(err)
 		}
