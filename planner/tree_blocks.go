@@ -50,11 +50,11 @@ type BlockPrefix struct {
 	// within-block prefixes ℓ_o (cells 0..o): h[o] = ℓ_oᵀg, p[o] =
 	// ℓ_oᵀKinv·ℓ_o; hSum, h2Sum, pSum their running sums (index o: over
 	// prefixes 0..o−1).
-	s              float64
-	g, h, p        []float64
-	hSum, h2Sum    []float64
-	pSum           []float64
-	kinv *mat.Dense
+	s           float64
+	g, h, p     []float64
+	hSum, h2Sum []float64
+	pSum        []float64
+	kinv        *mat.Dense
 	// Column norms: of Top's columns but the last, of its last, of In's
 	// columns, of In's columns the last block holds (L1 and L2²).
 	topL1, topL2, lastL1, lastL2 float64
