@@ -2,8 +2,10 @@ package planner
 
 import (
 	"context"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/catalog"
@@ -16,13 +18,15 @@ import (
 func blockCases(t *testing.T) map[string]*BlockPrefix {
 	t.Helper()
 	pl := New()
-	opt := func(n int) *ColumnStrategy {
-		cs, err := pl.prefixStrategy(context.Background(), n, catalog.Laplace)
+	optFor := func(g Gram) *ColumnStrategy {
+		cs, err := pl.prefixStrategy(context.Background(), g, catalog.Laplace)
 		if err != nil || cs == nil {
-			t.Fatalf("optimised prefix strategy over %d cells: %v", n, err)
+			t.Fatalf("optimised strategy for %s: %v", g.Key(), err)
 		}
 		return cs
 	}
+	opt := func(n int) *ColumnStrategy { return optFor(PrefixGram{Size: n}) }
+	centred := optFor(centredPrefixGram{Size: 8, Kappa: centredKappa})
 	h := func(n, b int) *ColumnStrategy {
 		cs, err := Hierarchical(n, b)
 		if err != nil {
@@ -38,6 +42,7 @@ func blockCases(t *testing.T) map[string]*BlockPrefix {
 	}{
 		"64/8 optimised":      {64, 8, opt(8), opt(8), 0.4 / opt(8).L1, 0.6 / opt(8).L1},
 		"61/8 optimised":      {61, 8, opt(8), opt(8), 0.3 / opt(8).L1, 0.7 / opt(8).L1},
+		"59/8 centred":        {59, 8, opt(8), centred, 0.45 / opt(8).L1, 0.55 / centred.L1},
 		"50/16 hierarchical":  {50, 16, h(4, 2), h(16, 4), 0.5, 1.7},
 		"40/10 opt×hierarchy": {40, 10, opt(4), h(10, 3), 2.0 / opt(4).L1, 0.25},
 		// 150 blocks: the tridiagonal reduction's blocked code path.
@@ -73,7 +78,9 @@ func paddedPrefixRows(n, cells int) *mat.Dense {
 // removed moves one real cell by one, hence A·x by that cell's column).
 func TestBlockPrefixAgainstDense(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for name, bp := range blockCases(t) {
+	cases := blockCases(t)
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		bp := cases[name]
 		a := bp.Dense()
 		rows, cells := a.Dims()
 		var ata, inv mat.Dense
@@ -153,7 +160,9 @@ func TestBlockPrefixAgainstDense(t *testing.T) {
 func TestBlockPrefixEmpirical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const runs = 3000
-	for name, bp := range blockCases(t) {
+	cases := blockCases(t)
+	for _, name := range slices.Sorted(maps.Keys(cases)) { // a fixed order: a fixed stream of noise
+		bp := cases[name]
 		if bp.M > 16 {
 			continue // checked against the dense form; its eigenbasis per run is slow
 		}
@@ -206,5 +215,36 @@ func TestBlockPrefixOption(t *testing.T) {
 	}
 	if e != bp.PrefixError() {
 		t.Fatalf("error %v, strategy's %v", e, bp.PrefixError())
+	}
+}
+
+// TestCentredPrefixGram: the structured products and diagonal equal the
+// dense Π·G·Π + κ'·11ᵀ.
+func TestCentredPrefixGram(t *testing.T) {
+	const n = 37
+	g := centredPrefixGram{Size: n, Kappa: 0.3}
+	pg := DenseOf(PrefixGram{Size: n})
+	pi := mat.NewDense(n, n, nil)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			pi.Set(i, j, -1.0/n+map[bool]float64{true: 1}[i == j])
+		}
+	}
+	var t1, want mat.Dense
+	t1.Mul(pi, pg)
+	want.Mul(&t1, pi)
+	tr := float64(n*(n+1)) / 2
+	got := DenseOf(g)
+	diag := g.Diag()
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			w := want.At(i, j) + 0.3*tr/(n*n)
+			if math.Abs(got.At(i, j)-w) > 1e-9*(1+math.Abs(w)) {
+				t.Fatalf("G[%d,%d] = %v, dense %v", i, j, got.At(i, j), w)
+			}
+			if i == j && math.Abs(diag[i]-w) > 1e-9*(1+math.Abs(w)) {
+				t.Fatalf("diag[%d] = %v, dense %v", i, diag[i], w)
+			}
+		}
 	}
 }
