@@ -52,6 +52,9 @@ func TestLongPrefixOptionsAgainstDense(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ce := range evals {
+			if ce.opt.long.Blocks != nil {
+				continue // over a padded domain: TestBlockPrefixAgainstDense
+			}
 			a := longMatrix(ce.opt, fam)
 			r, _ := a.Dims()
 			l1, l2 := 0.0, 0.0
