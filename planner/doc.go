@@ -121,6 +121,11 @@
 //     a weighted tree in O(n·depth).
 //   - tree_plan.go: ChooseKronecker's options for prefix columns past
 //     longColumn: weighted trees and the square-root factorisation.
+//   - tree_blocks.go: BlockPrefix, blocks measured by one optimised
+//     strategy and their totals by another, its exact error in O(M²) per
+//     weighting (tridiagonal reduction, Sherman–Morrison) and its least
+//     squares; tree_blocks_gram.go: the centred prefix Gram its blocks'
+//     strategy is optimised for.
 //   - reduce.go: a compiled batch's long columns planned over the
 //     classes of cells it tells apart (a week of hours, a year of days
 //     out of five years of hours), the plan restored over its cells.

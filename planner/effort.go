@@ -122,6 +122,8 @@ func mulCost(g Gram) float64 {
 	case *LowRankGram:
 		r := float64(len(gg.F))
 		return 2*n*r + r*r + 2*n
+	case interface{ mulCost() float64 }: // structured Grams of other files
+		return gg.mulCost()
 	}
 	return n * n
 }

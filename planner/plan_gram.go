@@ -193,7 +193,7 @@ func (pl *Planner) evalColumn(ctx context.Context, g Gram, fam catalog.NoiseFami
 	var out []colEval
 	n := g.N()
 	if _, prefix := g.(PrefixGram); prefix && n > longColumn {
-		return evalLongPrefix(ctx, n, fam)
+		return pl.evalLongPrefix(ctx, n, fam)
 	}
 	for _, o := range fixedOptions(n) {
 		if err := stopped(ctx); err != nil {

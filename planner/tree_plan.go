@@ -17,11 +17,14 @@ import (
 const longColumn = 2048
 
 // LongStrategy is a column strategy kept structured, never as a matrix: a
-// weighted Tree, or the square-root factorisation of the prefix matrix.
+// weighted Tree, a BlockPrefix, or the square-root factorisation of the
+// prefix matrix. Exactly one of Tree, Blocks and Sqrt is set.
 type LongStrategy struct {
 	Name string
-	// Tree is the strategy when it is a tree (nil for the square root).
+	// Tree is the strategy when it is a tree.
 	Tree *Tree
+	// Blocks is the strategy when it is block-wise (tree_blocks.go).
+	Blocks *BlockPrefix
 	// Sqrt is the column size of the square-root factorisation (0 for a
 	// tree): the lower-triangular Toeplitz C with C² = L, L the prefix
 	// matrix, C_ij = c_{i−j}, c_k = binom(2k, k)/4ᵏ (the Taylor
@@ -146,8 +149,10 @@ func treePrefixOption(ctx context.Context, n, b int, fam catalog.NoiseFamily) (*
 // where the binary tree, deepest and slowest, is never the best: 1.7 and
 // 32 times the SVD bound at 2²⁰ against 1.08 for the square root and 14
 // for T16) and the square-root factorisation, each error exact, in
-// O(n·depth) per evaluation.
-func evalLongPrefix(ctx context.Context, n int, fam catalog.NoiseFamily) ([]colEval, error) {
+// O(n·depth) per evaluation; and, for Laplace noise, the block strategies
+// (evalBlockPrefix), each error exact in O(M² + B²) per evaluation after
+// an O(M³) eigendecomposition.
+func (pl *Planner) evalLongPrefix(ctx context.Context, n int, fam catalog.NoiseFamily) ([]colEval, error) {
 	var out []colEval
 	branchings := []int{2, 4, 8, 16}
 	if n > 1<<16 {
@@ -167,5 +172,9 @@ func evalLongPrefix(ctx context.Context, n int, fam catalog.NoiseFamily) ([]colE
 	t0 := time.Now()
 	o, e := sqrtPrefixOption(n)
 	out = append(out, colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
-	return out, nil
+	blocks, err := pl.evalBlockPrefix(ctx, n, fam)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, blocks...), nil
 }
