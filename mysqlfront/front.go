@@ -92,6 +92,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/engine"
+	"github.com/dpproxy/dpproxy/internal/gmsengine"
 )
 
 // VersionComment is the value of @@version_comment in every dpproxy session.
@@ -234,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 	if err := addAuditDatabase(pro, cfg.Catalog, cfg.Audit); err != nil {
 		return nil, err
 	}
-	eng := sqle.NewDefault(pro)
+	eng := gmsengine.NewDefault(pro)
 	// Nothing may ever be written to the schema-only database; the users'
 	// grants already say so, read-only mode is a second lock.
 	eng.ReadOnly.Store(true)

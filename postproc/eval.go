@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	sqle "github.com/dolthub/go-mysql-server"
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
 	"github.com/dolthub/vitess/go/sqltypes"
+	"github.com/dpproxy/dpproxy/internal/gmsengine"
 	"github.com/shopspring/decimal"
 )
 
@@ -69,7 +69,7 @@ func Eval(ctx context.Context, query string, tables []Table) (res *Result, err e
 			return nil, fmt.Errorf("post-processing: loading %s: %w", t.Name, err)
 		}
 	}
-	eng := sqle.NewDefault(pro)
+	eng := gmsengine.NewDefault(pro)
 	defer eng.Close()
 	schema, iter, _, err := eng.Query(sctx, query)
 	if err != nil {
