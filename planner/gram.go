@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -182,11 +181,11 @@ type LowRankGram struct {
 	K    [][]float64 // r × r, symmetric
 	D    []float64   // length Size, or nil
 	key  string
-	// For MulVec, set by NewLowRankGram: each factor's first and last
+	// For MulVec and Diag, set by NewLowRankGram: each factor's first and last
 	// non-zero cell (lo > hi when all zero), the prefix-like factors
 	// grouped for running sums, and each row of K's non-zero weights.
 	lo, hi   []int
-	runs     []gramRuns
+	runs     []runGroup
 	inRun    []bool
 	weighted [][]int
 }
@@ -248,8 +247,8 @@ func (g *LowRankGram) MulVec(dst, v []float64) {
 	proj := make([]float64, r)
 	for _, run := range g.runs {
 		s, i := 0.0, run.lo
-		for _, a := range run.factors {
-			for ; i <= g.hi[a]; i++ {
+		for x, a := range run.vecs {
+			for ; i <= run.hi[x]; i++ {
 				s += run.c * v[i]
 			}
 			proj[a] = s
@@ -296,59 +295,15 @@ func (g *LowRankGram) MulVec(dst, v []float64) {
 	}
 }
 
-// gramRuns is the factors that are one constant c on a run of cells
-// starting at lo, ascending by where the run ends.
-type gramRuns struct {
-	lo      int
-	c       float64
-	factors []int
-}
-
 // index sets what MulVec reads: each factor's run of non-zero cells, the
 // groups of constant runs from the same cell, and K's non-zero weights.
 func (g *LowRankGram) index() {
 	r := len(g.F)
-	g.lo, g.hi, g.inRun, g.weighted = make([]int, r), make([]int, r), make([]bool, r), make([][]int, r)
-	type key struct {
-		lo int
-		c  uint64
-	}
-	at := map[key]int{}
+	g.lo, g.hi, g.weighted = make([]int, r), make([]int, r), make([][]int, r)
 	for a, f := range g.F {
-		g.lo[a], g.hi[a] = len(f), -1
-		for i, x := range f {
-			if x != 0 {
-				g.lo[a] = min(g.lo[a], i)
-				g.hi[a] = i
-			}
-		}
-		if g.lo[a] > g.hi[a] {
-			continue
-		}
-		c, constant := f[g.lo[a]], true
-		for _, x := range f[g.lo[a] : g.hi[a]+1] {
-			if x != c {
-				constant = false
-				break
-			}
-		}
-		if !constant {
-			continue
-		}
-		k := key{g.lo[a], math.Float64bits(c)}
-		x, seen := at[k]
-		if !seen {
-			x = len(g.runs)
-			at[k] = x
-			g.runs = append(g.runs, gramRuns{lo: g.lo[a], c: c})
-		}
-		g.runs[x].factors = append(g.runs[x].factors, a)
-		g.inRun[a] = true
+		g.lo[a], g.hi[a] = nonZeroRange(f)
 	}
-	for x := range g.runs {
-		fs := g.runs[x].factors
-		slices.SortStableFunc(fs, func(a, b int) int { return g.hi[a] - g.hi[b] })
-	}
+	g.runs, g.inRun = constantRuns(g.F, g.lo, g.hi)
 	for a, row := range g.K {
 		for b, k := range row {
 			if k != 0 {
@@ -385,18 +340,10 @@ func (g *LowRankGram) Diag() []float64 {
 			}
 		}
 	}
-	weighted := make([][]int, len(g.K)) // per factor a, the b with K[a][b] ≠ 0, ascending
-	for a, row := range g.K {
-		for b, k := range row {
-			if k != 0 {
-				weighted[a] = append(weighted[a], b)
-			}
-		}
-	}
 	for i, es := range nz {
 		for _, ea := range es {
 			ka := g.K[ea.a]
-			if ws := weighted[ea.a]; len(ws) < len(es) {
+			if ws := g.weighted[ea.a]; len(ws) < len(es) {
 				for _, b := range ws {
 					if fb := g.F[b][i]; fb != 0 {
 						d[i] += ka[b] * ea.v * fb

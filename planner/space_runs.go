@@ -31,56 +31,81 @@ func (cs *columnSpace) runs() ([]runGroup, []int) {
 		return cs.runGroups, cs.irregular
 	}
 	cs.runsDone = true
+	lo, hi := make([]int, len(cs.support)), make([]int, len(cs.support))
+	for v, sup := range cs.support {
+		lo[v], hi[v] = 0, -1
+		if len(sup) > 0 {
+			lo[v], hi[v] = sup[0], sup[len(sup)-1]
+		}
+	}
+	var inRun []bool
+	cs.runGroups, inRun = constantRuns(cs.full, lo, hi)
+	for v, in := range inRun {
+		if !in {
+			cs.irregular = append(cs.irregular, v)
+		}
+	}
+	return cs.runGroups, cs.irregular
+}
+
+// nonZeroRange is f's first and last non-zero index (lo > hi when f is
+// all zeros).
+func nonZeroRange(f []float64) (lo, hi int) {
+	lo, hi = len(f), -1
+	for i, x := range f {
+		if x != 0 {
+			lo = min(lo, i)
+			hi = i
+		}
+	}
+	return lo, hi
+}
+
+// constantRuns groups the vectors that are one constant c on their range
+// of non-zero cells [lo[v], hi[v]] (so zero outside it and nowhere zero
+// inside) by where they start and their constant, each group ascending by
+// where its vectors end; inRun reports which vectors are in a group.
+// Shared by addOption's forms (runForms) and LowRankGram.MulVec.
+func constantRuns(vecs [][]float64, lo, hi []int) (groups []runGroup, inRun []bool) {
 	type key struct {
 		lo int
 		c  uint64
 	}
 	at := map[key]int{}
-	for v, sup := range cs.support {
-		lo, c, ok := interval(cs.full[v], sup)
-		if !ok {
-			cs.irregular = append(cs.irregular, v)
+	inRun = make([]bool, len(vecs))
+	for v, f := range vecs {
+		if lo[v] > hi[v] {
 			continue
 		}
-		k := key{lo, math.Float64bits(c)}
+		c, constant := f[lo[v]], true
+		for _, x := range f[lo[v] : hi[v]+1] {
+			if x != c {
+				constant = false
+				break
+			}
+		}
+		if !constant {
+			continue
+		}
+		k := key{lo[v], math.Float64bits(c)}
 		g, seen := at[k]
 		if !seen {
-			g = len(cs.runGroups)
+			g = len(groups)
 			at[k] = g
-			cs.runGroups = append(cs.runGroups, runGroup{lo: lo, c: c})
+			groups = append(groups, runGroup{lo: lo[v], c: c})
 		}
-		cs.runGroups[g].vecs = append(cs.runGroups[g].vecs, v)
-		cs.runGroups[g].hi = append(cs.runGroups[g].hi, sup[len(sup)-1])
+		groups[g].vecs = append(groups[g].vecs, v)
+		inRun[v] = true
 	}
-	for g := range cs.runGroups {
-		rg := &cs.runGroups[g]
-		order := make([]int, len(rg.vecs))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int { return rg.hi[a] - rg.hi[b] })
-		vecs, hi := make([]int, len(order)), make([]int, len(order))
-		for i, o := range order {
-			vecs[i], hi[i] = rg.vecs[o], rg.hi[o]
-		}
-		rg.vecs, rg.hi = vecs, hi
-	}
-	return cs.runGroups, cs.irregular
-}
-
-// interval reports whether f is one constant c on a run of cells starting
-// at lo and zero elsewhere (sup: its non-zero indexes, ascending).
-func interval(f []float64, sup []int) (lo int, c float64, ok bool) {
-	if len(sup) == 0 || sup[len(sup)-1]-sup[0] != len(sup)-1 {
-		return 0, 0, false
-	}
-	c = f[sup[0]]
-	for _, i := range sup {
-		if f[i] != c {
-			return 0, 0, false
+	for g := range groups {
+		rg := &groups[g]
+		slices.SortStableFunc(rg.vecs, func(a, b int) int { return hi[a] - hi[b] })
+		rg.hi = make([]int, len(rg.vecs))
+		for i, v := range rg.vecs {
+			rg.hi[i] = hi[v]
 		}
 	}
-	return sup[0], c, true
+	return groups, inRun
 }
 
 // runForms sets, for every interval factor v, b[v][u] = Σ_{i∈v} c·h[i]
