@@ -166,13 +166,8 @@ func (s *Store) ByID(ctx context.Context, ids []int64) (found []*Measurement, mi
 				rows.Close()
 				return nil, nil, fmt.Errorf("measure: by id: %w", err)
 			}
-			m := &Measurement{}
-			if err := json.Unmarshal(body, m); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("measure: by id %d: %w", id, err)
-			}
-			m.ID = id
-			if err := m.Check(); err != nil {
+			m, err := decodeStored(id, body)
+			if err != nil {
 				rows.Close()
 				return nil, nil, fmt.Errorf("measure: by id %d: %w", id, err)
 			}

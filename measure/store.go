@@ -258,6 +258,19 @@ func (m *Measurement) clone() *Measurement {
 	return &out
 }
 
+// decodeStored is the measurement stored under id as body, checked.
+func decodeStored(id int64, body []byte) (*Measurement, error) {
+	m := &Measurement{}
+	if err := json.Unmarshal(body, m); err != nil {
+		return nil, err
+	}
+	m.ID = id
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Load returns the measurements of one table definition and data
 // version, oldest first. The measurements are shared: callers must not
 // modify them.
@@ -283,12 +296,8 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 		if err := rows.Scan(&id, &n, &body); err != nil {
 			return nil, fmt.Errorf("measure: load: %w", err)
 		}
-		m := &Measurement{}
-		if err := json.Unmarshal(body, m); err != nil {
-			return nil, fmt.Errorf("measure: load %d: %w", id, err)
-		}
-		m.ID = id
-		if err := m.Check(); err != nil {
+		m, err := decodeStored(id, body)
+		if err != nil {
 			return nil, fmt.Errorf("measure: load %d: %w", id, err)
 		}
 		fresh = append(fresh, m)
