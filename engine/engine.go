@@ -19,6 +19,7 @@ import (
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/parser"
 	"github.com/dpproxy/dpproxy/planner"
+	"github.com/dpproxy/dpproxy/postproc"
 	"github.com/dpproxy/dpproxy/reuse"
 )
 
@@ -41,6 +42,11 @@ type Config struct {
 	// Measurements stores every measurement for answering later batches
 	// from them (known.go); nil keeps them in memory only.
 	Measurements *measure.Store
+	// PostProcess evaluates outer queries over released parts; nil builds
+	// one. Building one resets go-mysql-server's process-wide status
+	// counters (see postproc.Evaluator), so it is built with the engine,
+	// before a front serves clients, and a reload passes the old engine's.
+	PostProcess *postproc.Evaluator
 }
 
 // Engine answers DP statements. It is safe for concurrent use.
@@ -75,6 +81,9 @@ type Engine struct {
 	// keys are the keys partition selection released (open.go), kept
 	// beside the measurements.
 	keys *keyStore
+	// post evaluates the outer queries of derived tables, CTEs and
+	// UNIONs over their released parts (Config.PostProcess).
+	post *postproc.Evaluator
 }
 
 // sampler is what a release draws from: measurement noise and the
@@ -109,9 +118,14 @@ func New(cfg Config) *Engine {
 			ms = nil
 		}
 	}
+	post := cfg.PostProcess
+	if post == nil {
+		post = postproc.NewEvaluator()
+	}
 	return &Engine{cat: cfg.Catalog, ledger: cfg.Ledger, hist: cfg.Histograms, log: log, stored: newAnswerStore(cfg.Answers, cfg.Catalog.Cache.AnswerBytes(), log), planner: pl, measures: ms,
 		reuse:  reuse.New(pl, EpsilonRange.Min, RhoRange.Min, solvedCacheBytes),
-		public: parserPublicTables(cfg.Catalog), keys: &keyStore{store: ms}}
+		public: parserPublicTables(cfg.Catalog), keys: &keyStore{store: ms},
+		post: post}
 }
 
 // solvedCacheBytes bounds the solved stored-measurement systems kept in

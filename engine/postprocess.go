@@ -68,7 +68,7 @@ func (e *Engine) foldParts(ctx context.Context, s *Session, rs []*Result, comps 
 		if c.explain {
 			r = explainParts(c, rs[c.at:c.at+c.n])
 		} else {
-			r, err = postProcess(ctx, c.post, rs[c.at:c.at+c.n])
+			r, err = e.postProcess(ctx, c.post, rs[c.at:c.at+c.n])
 		}
 		if err != nil {
 			return nil, err
@@ -85,7 +85,7 @@ func (e *Engine) foldParts(ctx context.Context, s *Session, rs []*Result, comps 
 }
 
 // postProcess runs the outer query on the parts' released rows.
-func postProcess(ctx context.Context, post *parser.PostProcess, parts []*Result) (*Result, error) {
+func (e *Engine) postProcess(ctx context.Context, post *parser.PostProcess, parts []*Result) (*Result, error) {
 	tables := make([]postproc.Table, len(parts))
 	for i, r := range parts {
 		t := postproc.Table{Name: post.Tables[i], Columns: make([]postproc.Column, len(r.Columns)), Rows: r.AllRows()}
@@ -94,7 +94,7 @@ func postProcess(ctx context.Context, post *parser.PostProcess, parts []*Result)
 		}
 		tables[i] = t
 	}
-	res, err := postproc.Eval(ctx, post.SQL, tables)
+	res, err := e.post.Eval(ctx, post.SQL, tables)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

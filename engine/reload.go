@@ -115,7 +115,7 @@ func (l *Live) Reload(ctx context.Context, next *catalog.Catalog) (ReloadResult,
 	if err != nil {
 		return ReloadResult{Ignored: ignored}, fmt.Errorf("reload: %w", err)
 	}
-	l.eng = New(Config{Catalog: merged, Ledger: old.ledger, Histograms: old.hist, Logger: old.log})
+	l.eng = New(Config{Catalog: merged, Ledger: old.ledger, Histograms: old.hist, Logger: old.log, PostProcess: old.post})
 	// Released answers stay released: a repeat after a reload is still free.
 	// (A changed ε default gives repeats other options, so they are measured anew.)
 	l.eng.stored = old.stored

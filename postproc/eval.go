@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	sqle "github.com/dolthub/go-mysql-server"
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
@@ -50,11 +52,66 @@ type Result struct {
 // database is the name of the one database an evaluation sees.
 const database = "released"
 
+// Evaluator runs outer queries over released rows. It holds one
+// go-mysql-server engine for the life of the proxy: building an engine
+// re-initialises the library's process-wide status variables, so an
+// engine per evaluation reset the front's SHOW GLOBAL STATUS counters
+// (Threads_connected read 0 with clients connected, then wrapped below
+// zero when they left). Each evaluation still sees only its own tables:
+// they live in a fresh in-memory database that the engine's provider
+// finds through the evaluation's context (released), never through
+// shared state. An Evaluator is safe for concurrent use.
+type Evaluator struct {
+	eng *sqle.Engine
+}
+
+// NewEvaluator builds the engine evaluations share.
+func NewEvaluator() *Evaluator {
+	return &Evaluator{eng: gmsengine.NewDefault(released{})}
+}
+
+// Close releases the engine.
+func (e *Evaluator) Close() error { return e.eng.Close() }
+
+// releasedKey keys an evaluation's database in its context.
+type releasedKey struct{}
+
+// released is the engine's database provider: the one database an
+// evaluation's context carries, under the name database.
+type released struct{}
+
+func (released) db(ctx *sql.Context) (*memory.Database, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	db, ok := ctx.Value(releasedKey{}).(*memory.Database)
+	return db, ok
+}
+
+func (r released) Database(ctx *sql.Context, name string) (sql.Database, error) {
+	if db, ok := r.db(ctx); ok && strings.EqualFold(name, database) {
+		return db, nil
+	}
+	return nil, sql.ErrDatabaseNotFound.New(name)
+}
+
+func (r released) HasDatabase(ctx *sql.Context, name string) bool {
+	_, ok := r.db(ctx)
+	return ok && strings.EqualFold(name, database)
+}
+
+func (r released) AllDatabases(ctx *sql.Context) []sql.Database {
+	if db, ok := r.db(ctx); ok {
+		return []sql.Database{db}
+	}
+	return nil
+}
+
 // Eval runs query, MySQL SQL that reads only tables, and returns its
 // rows. Errors from the SQL itself (an unknown column, a type error) are
 // returned as they are; they depend only on the query text and the
 // released rows.
-func Eval(ctx context.Context, query string, tables []Table) (res *Result, err error) {
+func (e *Evaluator) Eval(ctx context.Context, query string, tables []Table) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("post-processing: %v", r)
@@ -62,15 +119,14 @@ func Eval(ctx context.Context, query string, tables []Table) (res *Result, err e
 	}()
 	db := memory.NewDatabase(database)
 	pro := memory.NewDBProvider(db)
-	sctx := sql.NewContext(ctx, sql.WithSession(memory.NewSession(sql.NewBaseSession(), pro)))
+	sctx := sql.NewContext(context.WithValue(ctx, releasedKey{}, db), sql.WithSession(memory.NewSession(sql.NewBaseSession(), pro)))
 	sctx.SetCurrentDatabase(database)
 	for _, t := range tables {
 		if err := load(sctx, db, t); err != nil {
 			return nil, fmt.Errorf("post-processing: loading %s: %w", t.Name, err)
 		}
 	}
-	eng := gmsengine.NewDefault(pro)
-	defer eng.Close()
+	eng := e.eng
 	schema, iter, _, err := eng.Query(sctx, query)
 	if err != nil {
 		return nil, err
