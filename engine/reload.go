@@ -115,13 +115,16 @@ func (l *Live) Reload(ctx context.Context, next *catalog.Catalog) (ReloadResult,
 	if err != nil {
 		return ReloadResult{Ignored: ignored}, fmt.Errorf("reload: %w", err)
 	}
-	l.eng = New(Config{Catalog: merged, Ledger: old.ledger, Histograms: old.hist, Logger: old.log, PostProcess: old.post})
+	// The old engine's stores go in through Config, so New opens no
+	// throwaway in-memory store that nothing would close.
+	l.eng = New(Config{Catalog: merged, Ledger: old.ledger, Histograms: old.hist, Logger: old.log, Measurements: old.measures, PostProcess: old.post})
 	// Released answers stay released: a repeat after a reload is still free.
 	// (A changed ε default gives repeats other options, so they are measured anew.)
 	l.eng.stored = old.stored
-	l.eng.planner = old.planner   // strategies depend on workload shapes, not on budgets
-	l.eng.measures = old.measures // measurements are keyed by table definition and data version
-	l.eng.keys = old.keys         // so are released keys
+	l.eng.planner = old.planner // strategies depend on workload shapes, not on budgets
+	// Measurements (old.measures, above) are keyed by table definition
+	// and data version, and so are released keys.
+	l.eng.keys = old.keys
 	old.log.Info("catalog reloaded", "path", next.Path, "limits_changed", len(changes), "ignored", len(ignored))
 	for _, c := range changes {
 		old.log.Info("limit changed", "scope", c.Limit.Scope, "space", c.Limit.Space, "user", c.Limit.User,
