@@ -156,7 +156,7 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 	}
 	sizes := make([]int64, len(ms)) // each stored encoding's bytes
 	for i, m := range ms {
-		if err := m.Check(); err != nil {
+		if err := m.Valid(); err != nil {
 			return err
 		}
 		if m.Time.IsZero() {
@@ -219,7 +219,8 @@ func (s *Store) forgetOldest(ctx context.Context, tx *sql.Tx, forgot func(id int
 // back from JSON by the next request. It adds a measurement only when the
 // cache holds every earlier one of its table definition and version (no
 // other writer put one in between); otherwise Load reads it as before.
-// The cache keeps a copy: the caller may go on using its measurement.
+// The cache keeps a copy of the measurement (sharing its factors, which
+// no one writes in place): the caller may go on using its measurement.
 func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,16 +244,14 @@ func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) 
 	}
 }
 
-// clone is a deep copy of m.
+// clone is a copy of m that shares its factors and class maps: those are
+// never written in place once made (a long column's factor can be
+// hundreds of megabytes over cells), the rest may be.
 func (m *Measurement) clone() *Measurement {
 	out := *m
 	out.Columns = append([]Column(nil), m.Columns...)
-	out.Factors = make([][]float64, len(m.Factors))
-	for j, f := range m.Factors {
-		if f != nil {
-			out.Factors[j] = append([]float64(nil), f...)
-		}
-	}
+	out.Factors = append([][]float64(nil), m.Factors...)
+	out.Classes = append([]ClassMap(nil), m.Classes...)
 	out.Rows = append([]int(nil), m.Rows...)
 	out.Answers = append([]float64(nil), m.Answers...)
 	return &out
@@ -265,7 +264,7 @@ func decodeStored(id int64, body []byte) (*Measurement, error) {
 		return nil, err
 	}
 	m.ID = id
-	if err := m.Check(); err != nil {
+	if err := m.Valid(); err != nil {
 		return nil, err
 	}
 	return m, nil
