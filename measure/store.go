@@ -41,7 +41,24 @@ const maxCacheBytes = 64 << 20
 type cached struct {
 	ms    []*Measurement
 	last  int64 // the largest ID read
-	bytes int64 // the encodings' size
+	bytes int64 // the measurements' cacheBytes
+}
+
+// cacheBytes is what the cache charges for m, encoded in stored bytes:
+// the larger of its encoding and its decoded size. A factor over cells
+// that is mostly zero is stored as its non-zero entries, so a day among
+// five years of hours is hundreds of bytes stored and 350 KB decoded:
+// charged for its encoding alone, 64 MB of such records would hold
+// gigabytes in memory.
+func cacheBytes(m *Measurement, stored int64) int64 {
+	n := int64(len(m.Answers)) * 8
+	for j := range m.Factors {
+		n += int64(len(m.Factors[j])) * 8
+		if m.InClassForm(j) {
+			n += int64(len(m.Classes[j])) * 4
+		}
+	}
+	return max(stored, n)
 }
 
 // DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
@@ -236,7 +253,7 @@ func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) 
 		var between int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? AND id < ?",
 			m.Table, m.Def, m.Version, c.last, m.ID).Scan(&between)
-		n := c.bytes + sizes[i]
+		n := c.bytes + cacheBytes(m, sizes[i])
 		if err != nil || between != 0 || n > s.cache.Limit() {
 			continue
 		}
@@ -300,7 +317,7 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 			return nil, fmt.Errorf("measure: load %d: %w", id, err)
 		}
 		fresh = append(fresh, m)
-		last, added = id, added+n
+		last, added = id, added+cacheBytes(m, n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("measure: load: %w", err)
