@@ -39,12 +39,14 @@ func InClasses(rows [][]float64, n int) (of ClassMap, factor []float64, ok bool)
 	nonzero := make([]bool, n)
 	for _, row := range rows {
 		for i, x := range row[:n] {
-			// A polynomial hash of the column's mixed values (x+0 reads
-			// -0 as 0, which it equals).
-			hash[i] = (hash[i] + mix64(math.Float64bits(x+0))) * 0x100000001b3
+			// A polynomial hash of the column's mixed values (0 and -0
+			// alike, and mixed to 0: most entries are 0).
+			h := hash[i]
 			if x != 0 {
+				h += mix64(math.Float64bits(x))
 				nonzero[i] = true
 			}
+			hash[i] = h * 0x100000001b3
 		}
 	}
 	of = make(ClassMap, n)
