@@ -70,29 +70,79 @@ func TestLongTimeBatchesAreExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, q := range tc.exact {
-				// SQLite has no row for an empty group; the answer has
-				// every group the WHERE admits on the declared domain.
-				want := map[string]any{}
-				for _, row := range queryRows(t, db, q) {
-					want[fmt.Sprint(row[0])] = row[1]
-				}
-				for _, row := range rs[i].Rows {
-					key := fmt.Sprint(row[0])
-					w, ok := want[key]
-					if !ok {
-						w = int64(0)
-					}
-					delete(want, key)
-					if !sameValue(row[1], w) {
-						t.Fatalf("query %d group %s: %v, SQLite %v", i+1, key, row[1], w)
-					}
-				}
-				if len(want) > 0 {
-					t.Fatalf("query %d: groups %v missing", i+1, want)
-				}
+				sameAsSQLite(t, db, q, rs[i])
 			}
 		})
 	}
+}
+
+// sameAsSQLite checks r against SQLite's answer to exact (a key, a
+// count). SQLite has no row for an empty group; the answer has every
+// group the WHERE admits on the declared domain.
+func sameAsSQLite(t *testing.T, db *sql.DB, exact string, r *Result) {
+	t.Helper()
+	want := map[string]any{}
+	for _, row := range queryRows(t, db, exact) {
+		want[fmt.Sprint(row[0])] = row[1]
+	}
+	for _, row := range r.Rows {
+		key := fmt.Sprint(row[0])
+		w, ok := want[key]
+		if !ok {
+			w = int64(0)
+		}
+		delete(want, key)
+		if !sameValue(row[1], w) {
+			t.Fatalf("%s: group %s: %v, SQLite %v", exact, key, row[1], w)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("%s: groups %v missing", exact, want)
+	}
+}
+
+// A year of DATE(ts) over five years of hours is stored in class form (a
+// day's 24 hours one class: 365 × 365 entries, not 365 × 43,824), and
+// what is stored serves later batches as the factor over cells would:
+// the same query again is derivable (free), a monthly panel combines the
+// stored days with a new measurement, and a batch over another column
+// (which cannot use a long column's class form) is answered as before.
+// With the noise off every answer is SQLite's.
+func TestLongTimeStoredDaysServeLaterBatches(t *testing.T) {
+	dir := t.TempDir()
+	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 5_000, 365*24*time.Hour)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "visits.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	eng, done := newTimeEngineCatalog(t, dir, longTimeCatalog)
+	defer done()
+	eng.withoutNoise()
+	ctx := context.Background()
+	answer := func(dp, exact string) {
+		t.Helper()
+		rs, err := eng.Answer(ctx, session("analyst", nil), []string{dp})
+		if err != nil {
+			t.Fatalf("%s: %v", dp, err)
+		}
+		sameAsSQLite(t, db, exact, rs[0])
+	}
+	days := longPanels[1]
+	answer(days.dp, days.exact)
+
+	ex, err := eng.Answer(ctx, session("analyst", nil), []string{"EXPLAIN " + days.dp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := explainValue(ex[0], "derivable from stored measurements"); !strings.HasPrefix(got, "yes") {
+		t.Fatalf("the same year of days again: derivable %q (stored: %q)", got, explainValue(ex[0], "stored measurements"))
+	}
+	answer(days.dp, days.exact)
+	answer("SELECT MONTH(ts) AS m, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1",
+		"SELECT CAST(strftime('%m', ts) AS INTEGER) AS m, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1")
+	answer("SELECT device, COUNT(*) FROM visits GROUP BY device ORDER BY device",
+		"SELECT device, COUNT(*) FROM visits GROUP BY device ORDER BY device")
 }
 
 // explainValue is the value of EXPLAIN's row named key ("" if none).

@@ -46,9 +46,13 @@ type Measurement struct {
 	Strategy string   `json:"strategy"`
 	Columns  []Column `json:"columns"`
 	// Factors[j] is Rows[j] × Columns[j].Size, row-major; nil is the
-	// identity (Rows[j] = Size).
+	// identity (Rows[j] = Size). With Classes[j] set it is in class form
+	// (classform.go): Rows[j] × the column's classes.
 	Factors [][]float64 `json:"factors"`
-	Rows    []int       `json:"rows"`
+	// Classes is nil, or has per column nil or the cells' classes of a
+	// factor in class form (not stored by earlier versions).
+	Classes []ClassMap `json:"classes,omitempty"`
+	Rows    []int      `json:"rows"`
 	// Answers are row-major over Rows, in the units of Factors (an
 	// integer strategy scaled to integers by k is stored divided by k,
 	// its variance by k²).
@@ -68,14 +72,36 @@ func (m *Measurement) Cells() int {
 	return n
 }
 
-// Check reports whether m is well formed.
+// Check reports whether m is well formed with every factor over cells:
+// what a consumer that reads factors as Rows[j] × Columns[j].Size needs.
+// A factor in class form is an error (Dense expands it).
 func (m *Measurement) Check() error {
-	if len(m.Factors) != len(m.Columns) || len(m.Rows) != len(m.Columns) {
-		return fmt.Errorf("measure: %d columns, %d factors, %d row counts", len(m.Columns), len(m.Factors), len(m.Rows))
+	if err := m.Valid(); err != nil {
+		return err
+	}
+	for j := range m.Classes {
+		if m.InClassForm(j) {
+			return fmt.Errorf("measure: column %s: factor in class form", m.Columns[j].Name)
+		}
+	}
+	return nil
+}
+
+// Valid reports whether m is well formed, its factors over cells or in
+// class form.
+func (m *Measurement) Valid() error {
+	if len(m.Factors) != len(m.Columns) || len(m.Rows) != len(m.Columns) || (m.Classes != nil && len(m.Classes) != len(m.Columns)) {
+		return fmt.Errorf("measure: %d columns, %d factors, %d row counts, %d class maps", len(m.Columns), len(m.Factors), len(m.Rows), len(m.Classes))
 	}
 	for j, f := range m.Factors {
 		if m.Columns[j].Size <= 0 || m.Rows[j] <= 0 {
 			return fmt.Errorf("measure: column %s: %d rows over %d cells", m.Columns[j].Name, m.Rows[j], m.Columns[j].Size)
+		}
+		if m.InClassForm(j) {
+			if err := m.checkClasses(j); err != nil {
+				return err
+			}
+			continue
 		}
 		if f == nil && m.Rows[j] != m.Columns[j].Size {
 			return fmt.Errorf("measure: column %s: identity with %d rows over %d cells", m.Columns[j].Name, m.Rows[j], m.Columns[j].Size)

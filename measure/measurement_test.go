@@ -45,6 +45,7 @@ func FuzzDecodeMeasurement(f *testing.F) {
 	f.Add([]byte(`{"id":1,"columns":[{"name":"b","def":"b","size":4,"whole":true}],"factors":[{"len":4,"nz":[0,1,3,2]}],"rows":[1],"answers":[5],"variance":2}`))
 	f.Add([]byte(`{"factors":[null,[1,2],{"len":2,"nz":[1,1]}]}`))
 	f.Add([]byte(`{"factors":[{"len":-1,"nz":[]}]}`))
+	f.Add([]byte(`{"factors":[[1,2]],"classes":[[0,1,-1,2,1,1]],"rows":[1]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m Measurement
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -64,6 +65,14 @@ func FuzzDecodeMeasurement(f *testing.F) {
 		for j := range m.Factors {
 			if !slices.Equal(m.Factors[j], m2.Factors[j]) && !(len(m.Factors[j]) == 0 && len(m2.Factors[j]) == 0) {
 				t.Fatalf("factor %d: %v then %v", j, m.Factors[j], m2.Factors[j])
+			}
+		}
+		if len(m2.Classes) != len(m.Classes) {
+			t.Fatalf("class maps %d then %d", len(m.Classes), len(m2.Classes))
+		}
+		for j := range m.Classes {
+			if !slices.Equal(m.Classes[j], m2.Classes[j]) {
+				t.Fatalf("class map %d: %v then %v", j, m.Classes[j], m2.Classes[j])
 			}
 		}
 	})

@@ -41,7 +41,24 @@ const maxCacheBytes = 64 << 20
 type cached struct {
 	ms    []*Measurement
 	last  int64 // the largest ID read
-	bytes int64 // the encodings' size
+	bytes int64 // the measurements' cacheBytes
+}
+
+// cacheBytes is what the cache charges for m, encoded in stored bytes:
+// the larger of its encoding and its decoded size. A factor over cells
+// that is mostly zero is stored as its non-zero entries, so a day among
+// five years of hours is hundreds of bytes stored and 350 KB decoded:
+// charged for its encoding alone, 64 MB of such records would hold
+// gigabytes in memory.
+func cacheBytes(m *Measurement, stored int64) int64 {
+	n := int64(len(m.Answers)) * 8
+	for j := range m.Factors {
+		n += int64(len(m.Factors[j])) * 8
+		if m.InClassForm(j) {
+			n += int64(len(m.Classes[j])) * 4
+		}
+	}
+	return max(stored, n)
 }
 
 // DefaultMaxBytes bounds a store whose catalog sets no cache.measurements.
@@ -156,7 +173,7 @@ func (s *Store) Put(ctx context.Context, ms []*Measurement) error {
 	}
 	sizes := make([]int64, len(ms)) // each stored encoding's bytes
 	for i, m := range ms {
-		if err := m.Check(); err != nil {
+		if err := m.Valid(); err != nil {
 			return err
 		}
 		if m.Time.IsZero() {
@@ -219,7 +236,8 @@ func (s *Store) forgetOldest(ctx context.Context, tx *sql.Tx, forgot func(id int
 // back from JSON by the next request. It adds a measurement only when the
 // cache holds every earlier one of its table definition and version (no
 // other writer put one in between); otherwise Load reads it as before.
-// The cache keeps a copy: the caller may go on using its measurement.
+// The cache keeps a copy of the measurement (sharing its factors, which
+// no one writes in place): the caller may go on using its measurement.
 func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -235,7 +253,7 @@ func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) 
 		var between int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM measurements WHERE table_name = ? AND def = ? AND version = ? AND id > ? AND id < ?",
 			m.Table, m.Def, m.Version, c.last, m.ID).Scan(&between)
-		n := c.bytes + sizes[i]
+		n := c.bytes + cacheBytes(m, sizes[i])
 		if err != nil || between != 0 || n > s.cache.Limit() {
 			continue
 		}
@@ -243,16 +261,14 @@ func (s *Store) remember(ctx context.Context, ms []*Measurement, sizes []int64) 
 	}
 }
 
-// clone is a deep copy of m.
+// clone is a copy of m that shares its factors and class maps: those are
+// never written in place once made (a long column's factor can be
+// hundreds of megabytes over cells), the rest may be.
 func (m *Measurement) clone() *Measurement {
 	out := *m
 	out.Columns = append([]Column(nil), m.Columns...)
-	out.Factors = make([][]float64, len(m.Factors))
-	for j, f := range m.Factors {
-		if f != nil {
-			out.Factors[j] = append([]float64(nil), f...)
-		}
-	}
+	out.Factors = append([][]float64(nil), m.Factors...)
+	out.Classes = append([]ClassMap(nil), m.Classes...)
 	out.Rows = append([]int(nil), m.Rows...)
 	out.Answers = append([]float64(nil), m.Answers...)
 	return &out
@@ -265,7 +281,7 @@ func decodeStored(id int64, body []byte) (*Measurement, error) {
 		return nil, err
 	}
 	m.ID = id
-	if err := m.Check(); err != nil {
+	if err := m.Valid(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -301,7 +317,7 @@ func (s *Store) Load(ctx context.Context, table, def, version string) ([]*Measur
 			return nil, fmt.Errorf("measure: load %d: %w", id, err)
 		}
 		fresh = append(fresh, m)
-		last, added = id, added+n
+		last, added = id, added+cacheBytes(m, n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("measure: load: %w", err)

@@ -218,3 +218,37 @@ func TestStoreCacheBounded(t *testing.T) {
 		t.Fatal("the least recently loaded key is still cached")
 	}
 }
+
+// The cache charges a measurement its decoded size when that is larger
+// than its encoding: a day among five years of hours is stored as its 24
+// non-zero entries but decodes to 43,824 values, so a store bounded below
+// that loads it without keeping it.
+func TestStoreCacheChargesDecodedSize(t *testing.T) {
+	ctx := context.Background()
+	const n = 43_824
+	day := make([]float64, n)
+	for h := 0; h < 24; h++ {
+		day[n-24+h] = 1
+	}
+	m := &Measurement{Table: "t", Def: "d", Version: "v", LedgerSeq: 1, Strategy: "workload",
+		Columns: []Column{{Name: "ts", Def: "ts1", Size: n, Whole: true}}, Factors: [][]float64{day}, Rows: []int{1},
+		Answers: []float64{3}, Noise: "laplace", Scale: "10/1", Variance: 200}
+	for _, bound := range []int64{1 << 20, 100_000} {
+		s, err := Open(ctx, "", bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, []*Measurement{m}); err != nil || m.ID == 0 {
+			t.Fatalf("bound %d: Put: id %d, %v", bound, m.ID, err)
+		}
+		stored, _ := s.Bytes(ctx)
+		got, err := s.Load(ctx, "t", "d", "v")
+		if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0].Factors, m.Factors) {
+			t.Fatalf("bound %d: Load: %d measurements, %v", bound, len(got), err)
+		}
+		if cached := s.cache.Bytes(); bound > n*8 && cached < n*8 || bound < n*8 && cached != 0 {
+			t.Fatalf("bound %d: the cache holds %d bytes for a measurement of %d stored, %d decoded", bound, cached, stored, n*8)
+		}
+		s.Close()
+	}
+}

@@ -144,23 +144,23 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 }
 
 // kroneckerRecord is the one measurement a Kronecker plan makes: its
-// factors row by row (nil for an identity).
+// factors row by row (nil for an identity), a long column's in class form
+// when that is smaller (see setFactor).
 func kroneckerRecord(p *planner.Plan, cols []measure.Column, ans *exec.Answers, scale string) *measure.Measurement {
 	m := &measure.Measurement{Strategy: p.Name, Columns: cols, Noise: string(p.Options.Noise), Scale: scale, Variance: p.NoiseVariance}
-	for _, f := range p.Factors {
+	m.Factors = make([][]float64, len(p.Factors))
+	for j, f := range p.Factors {
 		r, n := f.A.Dims()
 		m.Rows = append(m.Rows, r)
 		if isIdentity(f) {
-			m.Factors = append(m.Factors, nil)
 			continue
 		}
-		data := make([]float64, 0, r*n)
-		for i := 0; i < r; i++ {
-			for c := 0; c < n; c++ {
-				data = append(data, f.A.At(i, c))
-			}
+		raw := f.A.RawMatrix()
+		rows := make([][]float64, r)
+		for i := range rows {
+			rows[i] = raw.Data[i*raw.Stride : i*raw.Stride+n]
 		}
-		m.Factors = append(m.Factors, data)
+		setFactor(m, j, rows)
 	}
 	if ans != nil {
 		m.Answers = ans.Raw
@@ -174,35 +174,25 @@ func kroneckerRecord(p *planner.Plan, cols []measure.Column, ans *exec.Answers, 
 // column has a row per aggregate: the same release, one stored
 // measurement instead of hundreds. The one-row records share their
 // factors with the workload (365 of 43,824 cells for that DATE(ts)); a
-// stacked run gets its own array, and the store keeps its own copy.
+// stacked run over a long column is kept in class form (see setFactor),
+// never built over cells.
 func stackRows(recs []*measure.Measurement) []*measure.Measurement {
 	var out []*measure.Measurement
 	var cur *measure.Measurement
-	j := -1 // the column cur stacks along
-	for at, m := range recs {
+	var rows [][]float64 // the rows of cur's stacked factor, shared
+	j := -1              // the column cur stacks along
+	flush := func() {
+		if j >= 0 {
+			setFactor(cur, j, rows)
+		}
+	}
+	for _, m := range recs {
 		if cur != nil {
 			if k, ok := stackable(cur, m, j); ok {
-				n := m.Columns[k].Size
 				if j < 0 {
-					// A run starts: size its factor (and answers) once
-					// for the whole run, in a new array. Appending row
-					// by row regrows a run of 365 days over 43,824
-					// hourly cells (128 MB) by 1.25× at a time, about
-					// 700 MB allocated for it, and appending in place
-					// could write into the first record's array.
-					rows := 1
-					for _, next := range recs[at:] {
-						if _, ok := stackable(cur, next, k); !ok {
-							break
-						}
-						rows++
-					}
-					cur.Factors[k] = append(make([]float64, 0, rows*n), cur.Factors[k]...)
-					if cur.Answers != nil {
-						cur.Answers = append(make([]float64, 0, rows*len(m.Answers)), cur.Answers...)
-					}
+					rows = [][]float64{cur.Factors[k]}
 				}
-				cur.Factors[k] = append(cur.Factors[k], m.Factors[k][:n]...)
+				rows = append(rows, m.Factors[k][:m.Columns[k].Size])
 				cur.Rows[k]++
 				if cur.Answers != nil {
 					cur.Answers = append(cur.Answers, m.Answers...)
@@ -211,14 +201,49 @@ func stackRows(recs []*measure.Measurement) []*measure.Measurement {
 				continue
 			}
 		}
+		flush()
 		cp := *m
 		cp.Factors = slices.Clone(m.Factors)
 		cp.Rows = slices.Clone(m.Rows)
 		cp.Answers = slices.Clone(m.Answers)
-		cur, j = &cp, -1
+		cur, j, rows = &cp, -1, nil
 		out = append(out, cur)
 	}
+	flush()
 	return out
+}
+
+// classFormAbove is the shortest column whose factors records keep in
+// class form when that is smaller: a column longer than the largest
+// system of stored measurements solved over cells (planner.MaxKnownCells)
+// is only ever read over classes (planner.Classes), so the form changes
+// what a record holds, not which batches it serves.
+const classFormAbove = planner.MaxKnownCells
+
+// setFactor sets m's factor on column j to rows (each over the column's
+// cells): in class form when the column is long, the factor has fewer
+// rows than cells and fewer classes than cells (a day of hours), else
+// over cells. Over cells it would be rows × cells: 128 MB for a year of
+// days over five years of hours. A factor of fewer rows than cells cannot
+// be summed over (it has not full column rank), and a long column cannot
+// be kept over cells, so consumers that only read factors over cells
+// (planner.GLS, whose Check rejects class form) lose nothing.
+func setFactor(m *measure.Measurement, j int, rows [][]float64) {
+	n := m.Columns[j].Size
+	if n > classFormAbove && len(rows) < n {
+		if of, f, ok := measure.InClasses(rows, n); ok && len(f) < len(rows)*n {
+			if m.Classes == nil {
+				m.Classes = make([]measure.ClassMap, len(m.Columns))
+			}
+			m.Factors[j], m.Classes[j] = f, of
+			return
+		}
+	}
+	data := make([]float64, 0, len(rows)*n)
+	for _, r := range rows {
+		data = append(data, r[:n]...)
+	}
+	m.Factors[j] = data
 }
 
 // stackable reports the column along which m (one row) can be stacked
