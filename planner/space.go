@@ -100,7 +100,14 @@ func newSpace(w *compile.Workload) *space {
 			cs.full = append(cs.full, v)
 			cs.support = append(cs.support, nonZeros(v))
 		}
-		for _, o := range columnOptions(cs.n, s.columnWorkload(j)) {
+		var rows [][]float64
+		if cs.n <= maxDenseOption {
+			// Only a column this short gets its workload as an option
+			// (columnOptions); a longer one grouped cell by cell would
+			// build a unit vector of its length per cell it needs.
+			rows = s.columnWorkload(j)
+		}
+		for _, o := range columnOptions(cs.n, rows) {
 			s.addOption(j, o)
 		}
 	}

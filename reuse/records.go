@@ -64,45 +64,10 @@ func Records(w *compile.Workload, p *planner.Plan, ans *exec.Answers) (out []*me
 					continue
 				}
 				term, k := agg[0], p.Scale[q][a]
-				m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: scale(nnum, nden), Variance: v / (k * k * term.Coef * term.Coef)}
-				var grouped []int // sorted group columns
-				for j := range w.Columns {
-					group := slices.Contains(qu.GroupCols, j)
-					f := term.Factors[j]
-					if !group && f == nil && cols[j].Whole {
-						continue // summed over: the measurement does not see the column
-					}
-					m.Columns = append(m.Columns, cols[j])
-					n := sizes[j]
-					switch {
-					case group && f == nil:
-						m.Factors, m.Rows = append(m.Factors, nil), append(m.Rows, n)
-					case group:
-						d := make([]float64, n*n)
-						for i := 0; i < n; i++ {
-							d[i*n+i] = f[i]
-						}
-						m.Factors, m.Rows = append(m.Factors, d), append(m.Rows, n)
-					case f == nil:
-						ones := make([]float64, n)
-						for i := range ones {
-							ones[i] = 1
-						}
-						m.Factors, m.Rows = append(m.Factors, ones), append(m.Rows, 1)
-					default:
-						// Shared, not copied (see stackRows): records are
-						// never written in place.
-						m.Factors, m.Rows = append(m.Factors, f), append(m.Rows, 1)
-					}
-					if group {
-						grouped = append(grouped, j)
-					}
-				}
-				if ans != nil {
-					m.Answers = regroup(ans.Values[q][a], qu.GroupCols, grouped, sizes)
-					for i := range m.Answers {
-						m.Answers[i] /= term.Coef
-					}
+				m, ok := directRecord(w, p, cols, q, a, term, nnum, nden, v/(k*k*term.Coef*term.Coef), ans)
+				if !ok {
+					all = false
+					continue
 				}
 				out = append(out, m)
 			}
@@ -318,6 +283,132 @@ func regroup(v []float64, from, to []int, sizes []int) []float64 {
 			src = src*sizes[j] + coords[k]
 		}
 		out[i] = v[src]
+	}
+	return out
+}
+
+// maxLiveClassEntries bounds a long grouped column's factor in class form
+// (its live cells squared): a grouped column restricted by a WHERE on it
+// is measured at its live cells only, and past this bound (a year of
+// hours in one GROUP BY ts) the record is left out, as one the store
+// could not combine: its domain is over planner.MaxKnownCells classes.
+const maxLiveClassEntries = 1 << 22
+
+// directRecord is the record of aggregate a of query q in direct plan p,
+// its one term term measured with noise num/den of the given variance per
+// unit coefficient; ok is false when it is left out (maxLiveClassEntries).
+func directRecord(w *compile.Workload, p *planner.Plan, cols []measure.Column, q, a int, term compile.Term, nnum, nden uint64, variance float64, ans *exec.Answers) (*measure.Measurement, bool) {
+	qu, sizes := w.Queries[q], w.Sizes()
+	m := &measure.Measurement{Strategy: p.Name, Noise: string(p.Options.Noise), Scale: fmt.Sprintf("%d/%d", nnum, nden), Variance: variance}
+	var grouped []int            // sorted group columns
+	var live [][]int             // per grouped column, the rows kept (nil: all)
+	var forms []measure.ClassMap // per record column, its class form (nil: over cells)
+	for j := range w.Columns {
+		group := slices.Contains(qu.GroupCols, j)
+		f := term.Factors[j]
+		if !group && f == nil && cols[j].Whole {
+			continue // summed over: the measurement does not see the column
+		}
+		m.Columns = append(m.Columns, cols[j])
+		forms = append(forms, nil)
+		n := sizes[j]
+		switch {
+		case group && f == nil:
+			m.Factors, m.Rows = append(m.Factors, nil), append(m.Rows, n)
+		case group && n > classFormAbove:
+			// A long column grouped cell by cell under a WHERE on it
+			// (GROUP BY ts over a month of five years of hours): its
+			// rows outside the WHERE are zero, measured by nothing, so
+			// the record keeps the live ones, in class form (each live
+			// cell its own class), never the n × n diagonal.
+			cells := nonZeroCells(f)
+			if len(cells) == 0 || len(cells)*len(cells) > maxLiveClassEntries {
+				return nil, false
+			}
+			of := make(measure.ClassMap, n)
+			for i := range of {
+				of[i] = -1
+			}
+			d := make([]float64, len(cells)*len(cells))
+			for r, i := range cells {
+				of[i] = int32(r)
+				d[r*len(cells)+r] = f[i]
+			}
+			m.Factors, m.Rows = append(m.Factors, d), append(m.Rows, len(cells))
+			forms[len(forms)-1] = of
+			grouped, live = append(grouped, j), append(live, cells)
+			continue
+		case group:
+			d := make([]float64, n*n)
+			for i := 0; i < n; i++ {
+				d[i*n+i] = f[i]
+			}
+			m.Factors, m.Rows = append(m.Factors, d), append(m.Rows, n)
+		case f == nil:
+			ones := make([]float64, n)
+			for i := range ones {
+				ones[i] = 1
+			}
+			m.Factors, m.Rows = append(m.Factors, ones), append(m.Rows, 1)
+		default:
+			// Shared, not copied (see stackRows): records are
+			// never written in place.
+			m.Factors, m.Rows = append(m.Factors, f), append(m.Rows, 1)
+		}
+		if group {
+			grouped, live = append(grouped, j), append(live, nil)
+		}
+	}
+	if slices.ContainsFunc(forms, func(c measure.ClassMap) bool { return c != nil }) {
+		m.Classes = forms
+	}
+	if ans != nil {
+		m.Answers = liveRows(regroup(ans.Values[q][a], qu.GroupCols, grouped, sizes), grouped, live, sizes)
+		for i := range m.Answers {
+			m.Answers[i] /= term.Coef
+		}
+	}
+	return m, true
+}
+
+// nonZeroCells lists the cells where f is not zero.
+func nonZeroCells(f []float64) []int {
+	var out []int
+	for i, x := range f {
+		if x != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// liveRows keeps, of v (row-major over the grouped columns' sizes), the
+// rows whose cell on each grouped column k is among live[k] (nil: every
+// cell), in order.
+func liveRows(v []float64, grouped []int, live [][]int, sizes []int) []float64 {
+	if !slices.ContainsFunc(live, func(l []int) bool { return l != nil }) {
+		return v
+	}
+	idx := []int{0} // offsets in v of the kept rows so far, over the columns seen
+	for k, j := range grouped {
+		cells := live[k]
+		if cells == nil {
+			cells = make([]int, sizes[j])
+			for i := range cells {
+				cells[i] = i
+			}
+		}
+		next := make([]int, 0, len(idx)*len(cells))
+		for _, o := range idx {
+			for _, i := range cells {
+				next = append(next, o*sizes[j]+i)
+			}
+		}
+		idx = next
+	}
+	out := make([]float64, len(idx))
+	for r, o := range idx {
+		out[r] = v[o]
 	}
 	return out
 }

@@ -47,3 +47,23 @@ func TestStackRowsKeepsLongColumnsInClassForm(t *testing.T) {
 		}
 	}
 }
+
+// liveRows keeps the rows of the live cells of each grouped column, in
+// row-major order over the grouped columns.
+func TestLiveRows(t *testing.T) {
+	sizes := []int{3, 2}
+	v := []float64{0, 1, 2, 3, 4, 5} // (c0, c1) → 2·c0 + c1
+	for _, tc := range []struct {
+		live [][]int
+		want []float64
+	}{
+		{[][]int{nil, nil}, v},
+		{[][]int{{0, 2}, nil}, []float64{0, 1, 4, 5}},
+		{[][]int{nil, {1}}, []float64{1, 3, 5}},
+		{[][]int{{1}, {0}}, []float64{2}},
+	} {
+		if got := liveRows(v, []int{0, 1}, tc.live, sizes); !slices.Equal(got, tc.want) {
+			t.Errorf("live %v: %v, want %v", tc.live, got, tc.want)
+		}
+	}
+}
