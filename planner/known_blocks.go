@@ -413,15 +413,15 @@ func (g *GLS) Work() float64 {
 	return w
 }
 
-// LargestWith is Largest of g with ms added (those that cannot join
-// otherwise skipped), with no bound on the blocks: how large a system
+// SizeWith is Largest and Work of g with ms added (those that cannot
+// join otherwise skipped), with no bound on the blocks: what a system
 // combining them would have to solve. It adds nothing to g.
-func (g *GLS) LargestWith(ms []*measure.Measurement) int {
+func (g *GLS) SizeWith(ms []*measure.Measurement) (largest int, work float64) {
 	if g.blk == nil {
-		return g.n
+		return g.Largest(), g.Work()
 	}
-	b := g.blk.clone()
-	largest := g.Largest()
+	cp := *g
+	cp.blk = g.blk.clone()
 	for _, m := range ms {
 		if m.Check() != nil {
 			continue
@@ -430,9 +430,9 @@ func (g *GLS) LargestWith(ms []*measure.Measurement) int {
 		if !ok {
 			continue
 		}
-		b.parent, b.size, largest, _ = g.link(b, t, false)
+		cp.blk.parent, cp.blk.size, _, _ = g.link(cp.blk, t, false)
 	}
-	return largest
+	return cp.Largest(), cp.Work()
 }
 
 // Joiner returns a function reporting, for each measurement in turn,

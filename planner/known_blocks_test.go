@@ -265,7 +265,7 @@ func TestBlockedYearOfHours(t *testing.T) {
 	if !g.Add(hourly, 1) || g.Largest() != 1 {
 		t.Fatalf("hourly: largest block %d", g.Largest())
 	}
-	if got := g.LargestWith([]*measure.Measurement{daily}); got != 24 {
+	if got, work := g.SizeWith([]*measure.Measurement{daily}); got != 24 || work != 365*24*24*24 {
 		t.Fatalf("with the daily sums: largest block %d, want 24", got)
 	}
 	if !g.Add(daily, 1) || g.Largest() != 24 {
@@ -274,8 +274,11 @@ func TestBlockedYearOfHours(t *testing.T) {
 	if g.Joins(total) || g.Add(total, 1) {
 		t.Fatal("a yearly total joined: one block of 8,760 cells")
 	}
-	if got := g.LargestWith([]*measure.Measurement{total}); got != 8760 {
+	if got, _ := g.SizeWith([]*measure.Measurement{total}); got != 8760 {
 		t.Fatalf("with the total: largest block %d, want 8760", got)
+	}
+	if g.Largest() != 24 {
+		t.Fatal("SizeWith added to the system")
 	}
 	if b := g.Bytes(); b > 8760*24*8*2 {
 		t.Fatalf("%d bytes: not linear in the cells", b)

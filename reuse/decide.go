@@ -109,8 +109,12 @@ type Decision struct {
 	// the batch is measured and answered from its new measurement alone
 	// because its domain is too large to combine on the request path
 	// (over CombineCells): the new measurement is stored and folded into
-	// the stored system for later batches (Fold).
-	Alone int
+	// the stored system for later batches (Fold). AloneBlock says the
+	// domain is solved block by block and Alone is the largest block a
+	// combination would have: the new measurement links more cells than
+	// that (a total over the whole domain, a hierarchy over all of it).
+	Alone      int
+	AloneBlock bool
 	// Target is the variance asked of each answer (query, aggregate,
 	// plain group).
 	Target func(q, a, g int) float64
@@ -258,18 +262,25 @@ func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarg
 // those are combined at all (CombineCells).
 func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
 	w, plan, doms := d.w, d.Plan, d.doms
+	// A dense domain solves all its n cells (n³); a blocked one its
+	// blocks, as the batch's plan would link them.
+	var planRecs []*measure.Measurement
+	if slices.ContainsFunc(doms, (*domain).blocked) {
+		planRecs, _ = Records(w, plan, nil)
+	}
 	work, largest := 0.0, 0
 	for _, dm := range doms {
-		n := dm.cells()
-		work += float64(n) * float64(n) * float64(n)
+		n, wk := dm.g.SizeWith(dm.reduceAll(planRecs))
+		work += wk
 		largest = max(largest, n)
 	}
 	if largest > CombineCells {
-		d.Alone = largest
+		d.Alone, d.AloneBlock = largest, slices.ContainsFunc(doms, (*domain).blocked)
 		return
 	}
 	search := largest <= searchCells
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
+	alone := 0
 	for _, c := range pol.candidates(ctx, w, plan, d.Before(), d.Target, search, work) {
 		cd := doms
 		if classed {
@@ -284,6 +295,10 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 				continue
 			}
 		}
+		if n := largestWith(cd, c); n > CombineCells {
+			alone = max(alone, n) // links blocks past what is combined on the request path
+			continue
+		}
 		m, ok := pol.leastCombined(w, cd, c, d.Target, search)
 		if !ok {
 			continue
@@ -295,12 +310,30 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 		}
 	}
 	if d.Pick == nil {
+		if alone > 0 {
+			d.Alone, d.AloneBlock = alone, true
+		}
 		return // the plan's answers cannot all join: measured alone, as without a store
 	}
 	d.Combine, d.Plan, d.Measured, d.After, d.doms = true, d.Pick.plan, d.Pick.w, d.Pick.after, d.Pick.doms
 	if o := d.Pick.plan.Options; o.Epsilon != plan.Options.Epsilon || o.Rho != plan.Options.Rho {
 		d.Cost = budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}
 	}
+}
+
+// largestWith is the largest block a blocked domain of doms would solve
+// with c's measurement (0 when none is blocked).
+func largestWith(doms []*domain, c Candidate) int {
+	largest := 0
+	for _, dm := range doms {
+		if !dm.blocked() {
+			continue
+		}
+		recs, _ := Records(c.w, c.plan, nil)
+		n, _ := dm.g.SizeWith(dm.reduceAll(recs))
+		largest = max(largest, n)
+	}
+	return largest
 }
 
 // Combined answers the batch from the stored measurements and recs, the
