@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dpproxy/dpproxy/measure"
 )
@@ -45,6 +46,7 @@ type blocked struct {
 	// measurement reads the cell); size is a root's block size.
 	parent, size []int32
 	built        *blockBuild
+	memo         *factorMemo // shared by clones
 }
 
 func newBlocked(n int) *blocked {
@@ -53,11 +55,12 @@ func newBlocked(n int) *blocked {
 		b.parent[i] = -1
 	}
 	b.built = &blockBuild{}
+	b.memo = &factorMemo{}
 	return b
 }
 
 func (b *blocked) clone() *blocked {
-	return &blocked{terms: slices.Clone(b.terms), parent: slices.Clone(b.parent), size: slices.Clone(b.size), built: b.built}
+	return &blocked{terms: slices.Clone(b.terms), parent: slices.Clone(b.parent), size: slices.Clone(b.size), built: b.built, memo: b.memo}
 }
 
 // find is s's root, without path compression: clones and concurrent
@@ -121,6 +124,59 @@ func sparseFactorOf(m *measure.Measurement, i int) *sparseFactor {
 		}
 	}
 	return sf
+}
+
+// factorMemo keeps the last few factors read by column, with their
+// components: a search for the least ε adds the same new measurement's
+// factors (a day's rows over a year of hours: 3 million entries) a dozen
+// times at other weights. A factor is known by its backing array, which
+// is never written in place once a measurement holds it, its length and
+// its rows.
+type factorMemo struct {
+	mu      sync.Mutex
+	entries [8]memoEntry
+	next    int
+}
+
+type memoEntry struct {
+	first      *float64
+	len, rows  int
+	f          *sparseFactor
+	comp       []int32
+	components int
+}
+
+// factor is factor i of m by column and its components (see
+// sparseFactor.components; the identity's are its cells).
+func (fm *factorMemo) factor(m *measure.Measurement, i int) (*sparseFactor, []int32, int) {
+	raw, n := m.Factors[i], m.Columns[i].Size
+	if raw == nil {
+		comp := make([]int32, n)
+		for c := range comp {
+			comp[c] = int32(c)
+		}
+		return nil, comp, n
+	}
+	if len(raw) == 0 {
+		f := sparseFactorOf(m, i)
+		comp, k := f.components()
+		return f, comp, k
+	}
+	fm.mu.Lock()
+	for _, e := range fm.entries {
+		if e.first == &raw[0] && e.len == len(raw) && e.rows == m.Rows[i] {
+			fm.mu.Unlock()
+			return e.f, e.comp, e.components
+		}
+	}
+	fm.mu.Unlock()
+	f := sparseFactorOf(m, i)
+	comp, k := f.components()
+	fm.mu.Lock()
+	fm.entries[fm.next] = memoEntry{first: &raw[0], len: len(raw), rows: m.Rows[i], f: f, comp: comp, components: k}
+	fm.next = (fm.next + 1) % len(fm.entries)
+	fm.mu.Unlock()
+	return f, comp, k
 }
 
 // components labels each cell of f's columns by the component of the
@@ -258,18 +314,7 @@ func (g *GLS) termOf(m *measure.Measurement, weight float64, withAnswers bool) (
 		if !keep[i] {
 			continue
 		}
-		f := sparseFactorOf(m, i)
-		var comp []int32
-		var k int
-		if f == nil {
-			comp = make([]int32, mc.Size)
-			for c := range comp {
-				comp[c] = int32(c)
-			}
-			k = mc.Size
-		} else {
-			comp, k = f.components()
-		}
+		f, comp, k := g.blk.memo.factor(m, i)
 		t.factors, t.sizes, t.sCol = append(t.factors, f), append(t.sizes, mc.Size), append(t.sCol, sysCol[i])
 		t.comp, t.ncomp = append(t.comp, comp), append(t.ncomp, k)
 		shape = append(shape, rows[i])
@@ -378,7 +423,7 @@ func (g *GLS) addBlocked(m *measure.Measurement, weight float64, apply bool) boo
 	}
 	g.blk.terms = append(g.blk.terms, t)
 	g.blk.parent, g.blk.size = parent, size
-	g.blk.built = &blockBuild{}
+	g.blk.built = g.blk.built.next()
 	g.Used = append(g.Used, m.ID)
 	return true
 }
@@ -486,6 +531,22 @@ type blockBuild struct {
 	of    []int32     // per cell, its block (-1: none)
 	at    []int32     // per cell, its index in its block
 	j     [][]float64 // per block, J_B's upper triangle, row-major
+	// base, when set, is a finished build of the first base.terms terms:
+	// blocks only merge as terms are added, so each of its blocks lies in
+	// one of these, and its J is where these start (dropped once built).
+	base  *blockBuild
+	terms int // how many terms J holds
+	done  atomic.Bool
+}
+
+// next is the build of a system with one more term than bb's: from bb
+// when bb is finished (the search for the least ε adds a new
+// measurement to a stored system that is), else from bb's own base.
+func (bb *blockBuild) next() *blockBuild {
+	if bb.done.Load() {
+		return &blockBuild{base: bb}
+	}
+	return &blockBuild{base: bb.base}
 }
 
 // blocks builds, once, g's blocks and their J: each term's entries
@@ -515,19 +576,46 @@ func (g *GLS) blocks() *blockBuild {
 		for i, cells := range bb.cells {
 			bb.j[i] = make([]float64, len(cells)*len(cells))
 		}
-		for _, t := range b.terms {
-			for i, cells := range bb.cells {
-				g.addTermToBlock(t, cells, bb.j[i])
+		from := 0
+		if base := bb.base; base != nil {
+			// The same sums in the same order as from nothing: the base's
+			// entries hold the first terms', and its blocks' pairs are the
+			// only ones those terms reach.
+			from = base.terms
+			for ob, ocells := range base.cells {
+				on, nj := len(ocells), bb.j[bb.of[ocells[0]]]
+				nb := int(math.Sqrt(float64(len(nj))) + 0.5)
+				for op, s := range ocells {
+					lp := int(bb.at[s])
+					for oq := op; oq < on; oq++ {
+						nj[lp*nb+int(bb.at[ocells[oq]])] = base.j[ob][op*on+oq]
+					}
+				}
+			}
+			bb.base = nil
+		}
+		scratch := make([][]int32, len(g.sizes)) // per column, a coordinate's index in the block (-1: none)
+		for k, n := range g.sizes {
+			scratch[k] = make([]int32, n)
+			for i := range scratch[k] {
+				scratch[k][i] = -1
 			}
 		}
+		for _, t := range b.terms[from:] {
+			for i, cells := range bb.cells {
+				g.addTermToBlock(t, cells, bb.j[i], scratch)
+			}
+		}
+		bb.terms = len(b.terms)
+		bb.done.Store(true)
 	})
 	return bb
 }
 
 // addTermToBlock adds t's entries between the cells of one block to its
 // J (upper triangle, row-major), reading each factor's gram only on the
-// coordinates the block has.
-func (g *GLS) addTermToBlock(t *term, cells []int, j []float64) {
+// coordinates the block has. scratch is all -1 per column, and left so.
+func (g *GLS) addTermToBlock(t *term, cells []int, j []float64, scratch [][]int32) {
 	nb := len(cells)
 	local := make([][]int32, len(t.sCol)) // per T column, each cell's index among the block's coordinates (-1: unread)
 	grams := make([][]float64, len(t.sCol))
@@ -538,7 +626,7 @@ func (g *GLS) addTermToBlock(t *term, cells []int, j []float64) {
 	}
 	for k, col := range t.sCol {
 		local[k] = make([]int32, nb)
-		index := map[int]int32{}
+		index := scratch[col]
 		var uniq []int
 		for p := range cells {
 			c := at[p*len(g.sizes)+col]
@@ -546,13 +634,16 @@ func (g *GLS) addTermToBlock(t *term, cells []int, j []float64) {
 				local[k][p] = -1
 				continue
 			}
-			id, ok := index[c]
-			if !ok {
+			id := index[c]
+			if id < 0 {
 				id = int32(len(uniq))
 				index[c] = id
 				uniq = append(uniq, c)
 			}
 			local[k][p] = id
+		}
+		for _, c := range uniq {
+			index[c] = -1
 		}
 		u := len(uniq)
 		gm := make([]float64, u*u)

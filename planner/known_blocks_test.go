@@ -94,7 +94,8 @@ func closeTo(a, b float64) bool {
 // one, holds the same information (Quad, bit for bit: the same sums in
 // the same order), and gives every answer — single cells, random
 // weights, the total — the same identifiability, estimate and variance
-// to 1e-9 relative, and the same covariances.
+// to 1e-9 relative, and the same covariances; J built measurement by
+// measurement is J built at once, bit for bit.
 func TestBlockedMatchesDense(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 29))
 	for it := 0; it < 400; it++ {
@@ -170,6 +171,16 @@ func TestBlockedMatchesDense(t *testing.T) {
 					t.Fatalf("case %d: cov[%d,%d] dense %g, blocked %g", it, i, j, ed.CovAt(i, j), eb.CovAt(i, j))
 				}
 			}
+		}
+		// Built after each measurement (each build starting from the
+		// last), J is the one built at once, bit for bit.
+		stepwise, _ := newGLS(cols, 0)
+		for _, m := range ms {
+			stepwise.Add(m, 1)
+			stepwise.Quad(all, ones)
+		}
+		if !stepwise.Equal(blocked) {
+			t.Fatalf("case %d: J built step by step differs", it)
 		}
 		// Refit from the same structure with other answers equals a solve.
 		again, _ := newGLS(cols, 0)

@@ -2,6 +2,7 @@ package reuse
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/measure"
@@ -41,6 +42,26 @@ type domain struct {
 	// the same.
 	lift func(int) int
 	cls  *planner.Classes // nil: the system is over cells
+	// vecs are answerVectors per query, computed once: the search for
+	// the least ε reads them a dozen times, and over thousands of cells
+	// they cost more than the blocks' solves.
+	vecsMu sync.Mutex
+	vecs   map[int][][]vector
+}
+
+// vectors is answerVectors(w, q, d), computed once per query.
+func (d *domain) vectors(w *compile.Workload, q int) [][]vector {
+	d.vecsMu.Lock()
+	defer d.vecsMu.Unlock()
+	if v, ok := d.vecs[q]; ok {
+		return v
+	}
+	if d.vecs == nil {
+		d.vecs = map[int][][]vector{}
+	}
+	v := answerVectors(w, q, d)
+	d.vecs[q] = v
+	return v
 }
 
 // cells is the size of the domain's product.
@@ -342,7 +363,7 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 // is not identified.
 func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *domain) (vals, vars [][]float64, ok bool) {
 	qu := w.Queries[q]
-	for a, groups := range answerVectors(w, q, d) {
+	for a, groups := range d.vectors(w, q) {
 		v, vr := make([]float64, len(groups)), make([]float64, len(groups))
 		for g, av := range groups {
 			if !qu.IsLive(a, g) || len(av.cells) == 0 {
