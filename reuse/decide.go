@@ -265,8 +265,9 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 	// A dense domain solves all its n cells (n³); a blocked one its
 	// blocks, as the batch's plan would link them.
 	var planRecs []*measure.Measurement
+	planAll := false
 	if slices.ContainsFunc(doms, (*domain).blocked) {
-		planRecs, _ = Records(w, plan, nil)
+		planRecs, planAll = Records(w, plan, nil)
 	}
 	work, largest := 0.0, 0
 	for _, dm := range doms {
@@ -282,24 +283,29 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
 	alone := 0
 	for _, c := range pol.candidates(ctx, w, plan, d.Before(), d.Target, search, work) {
+		// The candidate's records, made once: over a long column each
+		// stacks thousands of rows of factors.
+		recs, all := planRecs, planAll
+		if c.w != w || c.plan != plan || planRecs == nil {
+			recs, all = Records(c.w, c.plan, nil)
+		}
+		if !all || len(recs) == 0 {
+			continue
+		}
 		cd := doms
 		if classed {
 			// Solved over classes of cells: the candidate's rows refine
 			// them too.
-			recs, all := Records(c.w, c.plan, nil)
-			if !all {
-				continue
-			}
 			var ok bool
 			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
 				continue
 			}
 		}
-		if n := largestWith(cd, c); n > CombineCells {
+		if n := largestWith(cd, recs); n > CombineCells {
 			alone = max(alone, n) // links blocks past what is combined on the request path
 			continue
 		}
-		m, ok := pol.leastCombined(w, cd, c, d.Target, search)
+		m, ok := pol.leastCombined(w, cd, c, recs, d.Target, search)
 		if !ok {
 			continue
 		}
@@ -322,14 +328,13 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 }
 
 // largestWith is the largest block a blocked domain of doms would solve
-// with c's measurement (0 when none is blocked).
-func largestWith(doms []*domain, c Candidate) int {
+// with recs, a candidate's records (0 when none is blocked).
+func largestWith(doms []*domain, recs []*measure.Measurement) int {
 	largest := 0
 	for _, dm := range doms {
 		if !dm.blocked() {
 			continue
 		}
-		recs, _ := Records(c.w, c.plan, nil)
 		n, _ := dm.g.SizeWith(dm.reduceAll(recs))
 		largest = max(largest, n)
 	}
@@ -497,20 +502,20 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 	return out
 }
 
-// leastCombined scores c: ok when its measurement's answers join the
-// stored ones (in doms) and, combined, meet every answer's target at c's ε (ρ);
+// leastCombined scores c, whose records (structure only) are recs: ok
+// when its measurement's answers join the stored ones (in doms) and,
+// combined, meet every answer's target at c's ε (ρ);
 // with search, at the least ε (ρ) that still does, found by bisection
 // over the share of c's information and checked at the plan's own
 // calibration.
-func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, target func(q, a, g int) float64, search bool) (*Combined, bool) {
+func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, recs []*measure.Measurement, target func(q, a, g int) float64, search bool) (*Combined, bool) {
 	var combos []*combination // the last evaluation's systems
 	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
 		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
 		combos = cbs
 		return es, ok
 	}
-	recs, all := Records(c.w, c.plan, nil)
-	if !all || len(recs) == 0 || cannotMeet(w, doms, recs, target, roundingVariance) {
+	if cannotMeet(w, doms, recs, target, roundingVariance) {
 		return nil, false
 	}
 	full, ok := with(recs, 1)
