@@ -15,7 +15,7 @@ import (
 // reuse on — an hourly panel stored before the first — and off
 // (reuse_measurements: false), alternately in the same run on the same
 // data, through Engine.Answer, and reports the mean latency of each and
-// their ratio (on/off).
+// their ratio (on/off), and the ε each charged per batch.
 //
 // derivable: @dp_max_stderr = 30, which a day summed from the stored
 // hours meets: every batch with reuse on is answered free (derived, then
@@ -61,17 +61,26 @@ func BenchmarkReuseYearDecisionCost(b *testing.B) {
 				on.reuse.Wait()
 				b.StartTimer()
 			}
-			es, err := on.ledger.Entries(ctx, budget.Filter{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			var spent [2]float64 // ε charged by the timed batches
 			derived := 0
-			for _, e := range es {
-				if e.Kind == budget.KindDerived || e.Kind == budget.KindReuse {
-					derived++
+			for k, eng := range []*Engine{on, off} {
+				es, err := eng.ledger.Entries(ctx, budget.Filter{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == 0 {
+					es = es[1:] // the stored hourly panel
+				}
+				for _, e := range es {
+					spent[k] += e.Cost.Epsilon
+					if k == 0 && (e.Kind == budget.KindDerived || e.Kind == budget.KindReuse) {
+						derived++
+					}
 				}
 			}
 			b.ReportMetric(float64(derived)/float64(b.N), "free/op") // derived or re-released
+			b.ReportMetric(spent[0]/float64(b.N), "eps_on/op")
+			b.ReportMetric(spent[1]/float64(b.N), "eps_off/op")
 			b.ReportMetric(float64(took[0].Microseconds())/1e3/float64(b.N), "ms_reuse_on")
 			b.ReportMetric(float64(took[1].Microseconds())/1e3/float64(b.N), "ms_reuse_off")
 			b.ReportMetric(float64(took[0])/float64(took[1]), "on/off")
