@@ -308,3 +308,42 @@ func TestBlockedYearOfHours(t *testing.T) {
 		t.Fatalf("day 100: %g ± %g (%v), want %g ± %g", v, variance, ok, daily.Answers[100], want)
 	}
 }
+
+// BenchmarkBlockedYearSolve is one step of the least-ε search over a
+// year of hours: the stored system (an hourly identity, built and
+// solved) cloned, daily sums added, solved, and every day's answer read.
+//
+//	go test ./planner/ -run '^$' -bench BlockedYearSolve
+func BenchmarkBlockedYearSolve(b *testing.B) {
+	col := measure.Column{Name: "ts", Def: "hours", Size: 8760, Whole: true}
+	days := make([]float64, 365*8760)
+	for d := 0; d < 365; d++ {
+		for h := 0; h < 24; h++ {
+			days[d*8760+d*24+h] = 1
+		}
+	}
+	hourly := &measure.Measurement{ID: 1, Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 2, Answers: make([]float64, 8760)}
+	daily := &measure.Measurement{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{days}, Rows: []int{365}, Variance: 3}
+	stored, _ := NewGLS([]measure.Column{col})
+	stored.Add(hourly, 1)
+	if _, ok := stored.Solve(); !ok {
+		b.Fatal("not solved")
+	}
+	cells, ones := make([]int, 24), make([]float64, 24)
+	for i := 0; i < b.N; i++ {
+		g := stored.Clone()
+		g.Add(daily, 0.5)
+		est, ok := g.Solve()
+		if !ok {
+			b.Fatal("not solved")
+		}
+		for d := 0; d < 365; d++ {
+			for h := range cells {
+				cells[h], ones[h] = d*24+h, 1
+			}
+			if _, _, ok := est.Answer(cells, ones); !ok {
+				b.Fatal("a day not identified")
+			}
+		}
+	}
+}
