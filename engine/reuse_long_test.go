@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/reuse"
 )
 
 // yearHourly and yearDaily are an hourly and a daily panel over timeCatalog's
@@ -114,5 +115,68 @@ func TestYearOfHoursReuse(t *testing.T) {
 	ex = explain(yearSinceJune)
 	if !strings.Contains(ex, "combined with stored measurements no: the new measurement would link") {
 		t.Fatalf("EXPLAIN total: %s", ex)
+	}
+}
+
+// TestYearOfHoursCacheChangesNothing: over a year of hourly bins (a
+// blocked system), an engine caching solved stored systems and one
+// solving each anew answer the same sequence — hourly stored, daily free,
+// daily combined twice (the second finding the first's combined system
+// remembered), weekly and a count over seven months (not combined) —
+// with the same seeded noise, and every answer, EXPLAIN and ledger entry
+// agrees.
+func TestYearOfHoursCacheChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	writeVisits(t, filepath.Join(dir, "visits.sqlite"), 5_000)
+	ctx := context.Background()
+	cached, done := newTimeEngine(t, dir)
+	defer done()
+	cached.withNoiseSeed(7)
+	fresh, done2 := newTimeEngine(t, dir)
+	defer done2()
+	fresh.withNoiseSeed(7)
+	fresh.reuse = reuse.New(fresh.planner, EpsilonRange.Min, RhoRange.Min, 0)
+	steps := []struct {
+		q      string
+		stderr float64 // 0: none
+		kind   string  // the ledger entry's kind; "combined": a charge answered with stored ones
+	}{
+		{yearHourly, 0, budget.KindCharge},
+		{yearDaily, 30, budget.KindDerived},
+		{yearDaily, 1.5, "combined"},
+		{yearDaily, 1.2, "combined"},
+		{"SELECT YEARWEEK(ts) AS w, COUNT(*) FROM visits GROUP BY 1 ORDER BY 1", 20, ""},
+		{yearSinceJune, 0, budget.KindCharge},
+	}
+	for i, st := range steps {
+		vars := map[string]any{"dp_epsilon": 1.0}
+		if st.stderr > 0 {
+			vars["dp_max_stderr"] = st.stderr
+		}
+		var got [2]string
+		for k, eng := range []*Engine{cached, fresh} {
+			s := session("analyst", vars)
+			ex, err := eng.Answer(ctx, s, []string{"EXPLAIN " + st.q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := eng.Answer(ctx, s, []string{st.q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			es, err := eng.ledger.Entries(ctx, budget.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := es[len(es)-1]
+			combined := e.Kind == budget.KindCharge && strings.Contains(e.Strategy, "answered with")
+			if st.kind == "combined" && !combined || st.kind != "" && st.kind != "combined" && e.Kind != st.kind {
+				t.Fatalf("step %d (%s): %+v, want %s", i, st.q, e, st.kind)
+			}
+			got[k] = fmt.Sprint(ex[0].AllRows(), "\n", rs[0].AllRows(), "\n", e.Kind, e.Cost, e.Strategy)
+		}
+		if got[0] != got[1] {
+			t.Fatalf("step %d (%s): cached\n%s\nsolved anew\n%s", i, st.q, got[0], got[1])
+		}
 	}
 }
