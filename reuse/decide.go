@@ -258,8 +258,10 @@ func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarg
 // by the least ε (ρ) at which, combined with the stored ones, it meets
 // every answer's accuracy; the cheapest wins, the batch's own plan on
 // ties. The bisection solves each domain's system a dozen times per
-// candidate (about n³ each): only small domains are searched, and only
-// those are combined at all (CombineCells).
+// candidate (about n³ each, Σ|B|³ over a blocked domain's blocks): only
+// small domains are searched, and only those are combined at all
+// (CombineCells; for a blocked domain, the largest block the candidate
+// makes).
 func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
 	w, plan, doms := d.w, d.Plan, d.doms
 	// A dense domain solves all its n cells (n³); a blocked one its
