@@ -253,7 +253,11 @@ func explainKnown(w *compile.Workload, d *reuse.Decision, add func(k, v string),
 	}
 	if d.Alone > 0 {
 		add("derivable from stored measurements", "no: some answer misses the accuracy asked")
-		add("combined with stored measurements", fmt.Sprintf("no: the batch's domain has %d cells, more than the %d over which a new measurement is combined; answered from the new measurement alone, which is stored for later batches", d.Alone, reuse.CombineCells))
+		if d.AloneBlock {
+			add("combined with stored measurements", fmt.Sprintf("no: the new measurement would link %d cells into one block of the stored system, more than the %d over which a new measurement is combined; answered from the new measurement alone, which is stored for later batches", d.Alone, reuse.CombineCells))
+		} else {
+			add("combined with stored measurements", fmt.Sprintf("no: the batch's domain has %d cells, more than the %d over which a new measurement is combined; answered from the new measurement alone, which is stored for later batches", d.Alone, reuse.CombineCells))
+		}
 	}
 	add("would measure", fmt.Sprintf("%s at %s", d.Plan.Name, at))
 }

@@ -130,6 +130,8 @@
 //     classes of cells it tells apart (a week of hours, a year of days
 //     out of five years of hours), the plan restored over its cells.
 //
-// Stored measurements: known.go (GLS, Estimate) and classes.go (Classes,
-// solving over classes of cells).
+// Stored measurements: known.go (GLS, Estimate), known_blocks.go and
+// known_factors.go (domains over MaxKnownCells solved block by block,
+// factors read by column) and classes.go (Classes, solving over classes
+// of cells).
 package planner

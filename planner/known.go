@@ -12,10 +12,11 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// MaxKnownCells bounds the domain over which stored measurements are
-// combined: the generalised least-squares system is dense over the batch's
-// own columns (never the table's product domain), so a batch over more
-// cells is measured as if nothing were stored.
+// MaxKnownCells bounds the cells of one dense generalised least-squares
+// system: a domain of at most this many cells (over the batch's own
+// columns, never the table's product domain) is one dense system; a larger
+// one, up to MaxBlockedCells, is solved block by block (known_blocks.go),
+// each block at most this many cells.
 const MaxKnownCells = 1024
 
 // GLS accumulates the information stored measurements carry about the
@@ -36,30 +37,48 @@ type GLS struct {
 	n       int
 	j       *mat.SymDense
 	b       []float64
+	// blk holds a domain of more than MaxKnownCells cells, solved block
+	// by block (nil: j is dense over all n cells).
+	blk *blocked
 	// Used lists the measurements added, by ID.
 	Used []int64
 }
 
-// NewGLS starts an empty system over cols (in table order); ok is false
-// when their domain exceeds MaxKnownCells.
+// NewGLS starts an empty system over cols (in table order): dense over
+// up to MaxKnownCells cells, blocked over up to MaxBlockedCells; ok is
+// false when their domain is larger.
 func NewGLS(cols []measure.Column) (*GLS, bool) {
+	return newGLS(cols, MaxKnownCells)
+}
+
+// newGLS is NewGLS with the dense system's bound (tests set it lower to
+// compare the blocked system with the dense one).
+func newGLS(cols []measure.Column, denseCells int) (*GLS, bool) {
 	n := 1
 	sizes := make([]int, len(cols))
 	for k, c := range cols {
 		sizes[k] = c.Size
 		n *= c.Size
-		if n > MaxKnownCells {
+		if n > MaxBlockedCells {
 			return nil, false
 		}
 	}
 	// J and b are allocated by the first Add: a system that only checks
 	// which measurements join (Joins) costs no n² memory.
-	return &GLS{Columns: cols, sizes: sizes, n: n}, true
+	g := &GLS{Columns: cols, sizes: sizes, n: n}
+	if n > denseCells {
+		g.blk = newBlocked(n)
+		g.b = make([]float64, n)
+	}
+	return g, true
 }
 
 // Clone returns an independent copy.
 func (g *GLS) Clone() *GLS {
 	cp := *g
+	if g.blk != nil {
+		cp.blk = g.blk.clone()
+	}
 	if g.j != nil {
 		cp.j = mat.NewSymDense(g.n, nil)
 		cp.j.CopySym(g.j)
@@ -89,6 +108,9 @@ func (g *GLS) Joins(m *measure.Measurement) bool {
 // Equal reports whether g and o hold the same information matrix J
 // (bit for bit), so that a factorisation of one serves the other.
 func (g *GLS) Equal(o *GLS) bool {
+	if g.blk != nil || o.blk != nil {
+		return g.blk != nil && o.blk != nil && g.n == o.n && g.blocks().equal(o.blocks())
+	}
 	if g.n != o.n || (g.j == nil) != (o.j == nil) {
 		return false
 	}
@@ -108,6 +130,9 @@ func (g *GLS) Equal(o *GLS) bool {
 // reading J's upper triangle: the information the system holds in the
 // direction w, at O(len(cells)²).
 func (g *GLS) Quad(cells []int, w []float64) float64 {
+	if g.blk != nil {
+		return g.blocks().quad(cells, w)
+	}
 	if g.j == nil {
 		return 0
 	}
@@ -123,12 +148,20 @@ func (g *GLS) Quad(cells []int, w []float64) float64 {
 }
 
 // Bytes is about the memory g holds.
-func (g *GLS) Bytes() int64 { return int64(g.n)*int64(g.n)*8 + int64(g.n)*8 + int64(len(g.Used))*8 }
+func (g *GLS) Bytes() int64 {
+	if g.blk != nil {
+		return g.blk.bytes() + int64(g.n)*8 + int64(len(g.Used))*8
+	}
+	return int64(g.n)*int64(g.n)*8 + int64(g.n)*8 + int64(len(g.Used))*8
+}
 
 // add is Add; with apply false it only checks that m joins.
 func (g *GLS) add(m *measure.Measurement, weight float64, apply bool) bool {
 	if err := m.Check(); err != nil {
 		return false
+	}
+	if g.blk != nil {
+		return g.addBlocked(m, weight, apply)
 	}
 	m = g.embed(m)
 	// Map S's columns to m's.
@@ -453,6 +486,12 @@ type Estimate struct {
 	// identifiability tolerance: empty when J is invertible.
 	null []*mat.VecDense
 	Used []int64
+	// A blocked estimate (parts not nil) keeps one dense estimate per
+	// block of blocks, nil where the block has no information, over the
+	// block's cells in ascending order; the covariance across blocks is
+	// zero.
+	blocks *blockBuild
+	parts  []*Estimate
 }
 
 // identifiability is the tolerance below which a pivot of J, relative to
@@ -476,12 +515,30 @@ func (g *GLS) Solve() (*Estimate, bool) {
 	if g.Empty() {
 		return nil, false
 	}
+	if g.blk != nil {
+		return g.solveBlocks()
+	}
 	n := g.n
 	raw := g.j.RawSymmetric()
 	data := make([]float64, n*n)
-	top := 0.0
 	for i := 0; i < n; i++ {
 		copy(data[i*n+i:(i+1)*n], raw.Data[i*raw.Stride+i:i*raw.Stride+n])
+	}
+	est, ok := solveSym(n, data)
+	if !ok {
+		return nil, false
+	}
+	est.Used = g.Used
+	est.X = est.apply(g.b)
+	return est, true
+}
+
+// solveSym is Solve's factorisation of a dense J (n × n, upper triangle
+// row-major in data, which it overwrites): the estimate without X and
+// Used; ok is false when J has no information.
+func solveSym(n int, data []float64) (*Estimate, bool) {
+	top := 0.0
+	for i := 0; i < n; i++ {
 		top = math.Max(top, data[i*n+i])
 	}
 	if !(top > 0) {
@@ -501,11 +558,10 @@ func (g *GLS) Solve() (*Estimate, bool) {
 	if ok := lapack64.Trtri(inv); !ok {
 		return nil, false
 	}
-	est := &Estimate{Used: g.Used, n: n, r: r, piv: piv, pos: make([]int, n), w: w}
+	est := &Estimate{n: n, r: r, piv: piv, pos: make([]int, n), w: w}
 	for k, c := range piv {
 		est.pos[c] = k
 	}
-	est.X = est.apply(g.b)
 	if r < n {
 		u11 := blas64.General{Rows: r, Cols: r, Stride: r, Data: w}
 		u12 := blas64.General{Rows: r, Cols: n - r, Stride: n - r, Data: make([]float64, r*(n-r))}
@@ -557,6 +613,11 @@ func (e *Estimate) apply(b []float64) []float64 {
 // noise, other answers) it is g.Solve() without a second factorisation.
 func (g *GLS) Refit(e *Estimate) *Estimate {
 	cp := *e
+	if e.parts != nil {
+		cp.X = e.applyBlocks(g.b)
+		cp.Used = g.Used
+		return &cp
+	}
 	cp.X = e.apply(g.b)
 	cp.Used = g.Used
 	return &cp
@@ -564,12 +625,18 @@ func (g *GLS) Refit(e *Estimate) *Estimate {
 
 // Bytes is about the memory e holds.
 func (e *Estimate) Bytes() int64 {
+	if e.parts != nil {
+		return e.blocksBytes()
+	}
 	return int64(len(e.w)+len(e.X)+2*e.n+len(e.null)*e.n)*8 + int64(len(e.Used))*8
 }
 
 // CovAt is the covariance of cells i and j (zero where either is not
 // identified).
 func (e *Estimate) CovAt(i, j int) float64 {
+	if e.parts != nil {
+		return e.covBlocks(i, j)
+	}
 	pi, pj := e.pos[i], e.pos[j]
 	if pi >= e.r || pj >= e.r {
 		return 0
@@ -585,11 +652,24 @@ func (e *Estimate) CovAt(i, j int) float64 {
 // weight w[k]) and its exact variance, ‖Wᵀ·Pᵀw‖² (O(r) per cell); ok is
 // false when the measurements do not identify it.
 func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok bool) {
+	norm := 0.0
+	for k := range cells {
+		norm += w[k] * w[k]
+	}
+	if e.parts != nil {
+		return e.answerBlocks(cells, w, norm)
+	}
+	return e.answer(cells, w, norm, e.X)
+}
+
+// answer is Answer over a dense estimate, norm the squared norm of the
+// whole answer's weights (the null-space test is relative to it), the
+// value read from x (nil: no value; a block's estimate keeps none).
+func (e *Estimate) answer(cells []int, w []float64, norm float64, x []float64) (value, variance float64, ok bool) {
 	for _, u := range e.null {
-		dot, norm := 0.0, 0.0
+		dot := 0.0
 		for k, c := range cells {
 			dot += u.AtVec(c) * w[k]
-			norm += w[k] * w[k]
 		}
 		if dot*dot > 1e-9*norm {
 			return 0, math.Inf(1), false
@@ -597,7 +677,9 @@ func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok
 	}
 	r := e.r
 	if len(cells) == 1 {
-		value = w[0] * e.X[cells[0]]
+		if x != nil {
+			value = w[0] * x[cells[0]]
+		}
 		if p := e.pos[cells[0]]; p < r {
 			for _, x := range e.w[p*r+p : (p+1)*r] {
 				variance += x * x
@@ -607,7 +689,9 @@ func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok
 	}
 	z := make([]float64, r)
 	for k, c := range cells {
-		value += w[k] * e.X[c]
+		if x != nil {
+			value += w[k] * x[c]
+		}
 		p := e.pos[c]
 		if p >= r {
 			continue

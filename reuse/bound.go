@@ -34,7 +34,7 @@ func cannotMeet(w *compile.Workload, doms []*domain, recs []*measure.Measurement
 		vecs := make(map[int][][]vector, len(d.queries))
 		work := 0
 		for _, q := range d.queries {
-			vecs[q] = answerVectors(w, q, d)
+			vecs[q] = d.vectors(w, q)
 			for _, groups := range vecs[q] {
 				for _, v := range groups {
 					work += len(v.cells) * len(v.cells)

@@ -109,8 +109,12 @@ type Decision struct {
 	// the batch is measured and answered from its new measurement alone
 	// because its domain is too large to combine on the request path
 	// (over CombineCells): the new measurement is stored and folded into
-	// the stored system for later batches (Fold).
-	Alone int
+	// the stored system for later batches (Fold). AloneBlock says the
+	// domain is solved block by block and Alone is the largest block a
+	// combination would have: the new measurement links more cells than
+	// that (a total over the whole domain, a hierarchy over all of it).
+	Alone      int
+	AloneBlock bool
 	// Target is the variance asked of each answer (query, aggregate,
 	// plain group).
 	Target func(q, a, g int) float64
@@ -254,37 +258,56 @@ func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarg
 // by the least ε (ρ) at which, combined with the stored ones, it meets
 // every answer's accuracy; the cheapest wins, the batch's own plan on
 // ties. The bisection solves each domain's system a dozen times per
-// candidate (about n³ each): only small domains are searched, and only
-// those are combined at all (CombineCells).
+// candidate (about n³ each, Σ|B|³ over a blocked domain's blocks): only
+// small domains are searched, and only those are combined at all
+// (CombineCells; for a blocked domain, the largest block the candidate
+// makes).
 func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
 	w, plan, doms := d.w, d.Plan, d.doms
+	// A dense domain solves all its n cells (n³); a blocked one its
+	// blocks, as the batch's plan would link them.
+	var planRecs []*measure.Measurement
+	planAll := false
+	if slices.ContainsFunc(doms, (*domain).blocked) {
+		planRecs, planAll = Records(w, plan, nil)
+	}
 	work, largest := 0.0, 0
 	for _, dm := range doms {
-		n := dm.cells()
-		work += float64(n) * float64(n) * float64(n)
+		n, wk := dm.g.SizeWith(dm.reduceAll(planRecs))
+		work += wk
 		largest = max(largest, n)
 	}
 	if largest > CombineCells {
-		d.Alone = largest
+		d.Alone, d.AloneBlock = largest, slices.ContainsFunc(doms, (*domain).blocked)
 		return
 	}
 	search := largest <= searchCells
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
+	alone := 0
 	for _, c := range pol.candidates(ctx, w, plan, d.Before(), d.Target, search, work) {
+		// The candidate's records, made once: over a long column each
+		// stacks thousands of rows of factors.
+		recs, all := planRecs, planAll
+		if c.w != w || c.plan != plan || planRecs == nil {
+			recs, all = Records(c.w, c.plan, nil)
+		}
+		if !all || len(recs) == 0 {
+			continue
+		}
 		cd := doms
 		if classed {
 			// Solved over classes of cells: the candidate's rows refine
 			// them too.
-			recs, all := Records(c.w, c.plan, nil)
-			if !all {
-				continue
-			}
 			var ok bool
 			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
 				continue
 			}
 		}
-		m, ok := pol.leastCombined(w, cd, c, d.Target, search)
+		if n := largestWith(cd, recs); n > CombineCells {
+			alone = max(alone, n) // links blocks past what is combined on the request path
+			continue
+		}
+		m, ok := pol.leastCombined(w, cd, c, recs, d.Target, search)
 		if !ok {
 			continue
 		}
@@ -295,12 +318,29 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 		}
 	}
 	if d.Pick == nil {
+		if alone > 0 {
+			d.Alone, d.AloneBlock = alone, true
+		}
 		return // the plan's answers cannot all join: measured alone, as without a store
 	}
 	d.Combine, d.Plan, d.Measured, d.After, d.doms = true, d.Pick.plan, d.Pick.w, d.Pick.after, d.Pick.doms
 	if o := d.Pick.plan.Options; o.Epsilon != plan.Options.Epsilon || o.Rho != plan.Options.Rho {
 		d.Cost = budget.Cost{Epsilon: o.Epsilon, Rho: o.Rho}
 	}
+}
+
+// largestWith is the largest block a blocked domain of doms would solve
+// with recs, a candidate's records (0 when none is blocked).
+func largestWith(doms []*domain, recs []*measure.Measurement) int {
+	largest := 0
+	for _, dm := range doms {
+		if !dm.blocked() {
+			continue
+		}
+		n, _ := dm.g.SizeWith(dm.reduceAll(recs))
+		largest = max(largest, n)
+	}
+	return largest
 }
 
 // Combined answers the batch from the stored measurements and recs, the
@@ -464,20 +504,20 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 	return out
 }
 
-// leastCombined scores c: ok when its measurement's answers join the
-// stored ones (in doms) and, combined, meet every answer's target at c's ε (ρ);
+// leastCombined scores c, whose records (structure only) are recs: ok
+// when its measurement's answers join the stored ones (in doms) and,
+// combined, meet every answer's target at c's ε (ρ);
 // with search, at the least ε (ρ) that still does, found by bisection
 // over the share of c's information and checked at the plan's own
 // calibration.
-func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, target func(q, a, g int) float64, search bool) (*Combined, bool) {
+func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, recs []*measure.Measurement, target func(q, a, g int) float64, search bool) (*Combined, bool) {
 	var combos []*combination // the last evaluation's systems
 	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
 		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
 		combos = cbs
 		return es, ok
 	}
-	recs, all := Records(c.w, c.plan, nil)
-	if !all || len(recs) == 0 || cannotMeet(w, doms, recs, target, roundingVariance) {
+	if cannotMeet(w, doms, recs, target, roundingVariance) {
 		return nil, false
 	}
 	full, ok := with(recs, 1)

@@ -9,7 +9,8 @@
 // variance. If every answer meets the batch's accuracy — the session's
 // @dp_max_stderr, or without one the variance the batch's own plan would
 // give at the session's ε — the batch is answered from them alone, free.
-// Otherwise, over domains of at most CombineCells cells, candidate new
+// Otherwise, over domains of at most CombineCells cells (for a blocked
+// domain: whose largest block with the candidate is), candidate new
 // measurements (the batch's plan, the planner's best alternatives, a
 // plan for only the queries the store does not already answer) are each
 // scored by the least ε (ρ) at which, combined with the stored ones,
@@ -34,7 +35,10 @@
 // column rank.
 //
 // Cost (cache.go, bound.go, fold.go): solving a domain's system is
-// O(n³) over its n ≤ 1,024 cells. A public bound shows most batches the
+// O(n³) over its n ≤ 1,024 cells, or, over a domain of up to 65,536 cells
+// solved block by block (planner.MaxBlockedCells), O(Σ|B|³) over blocks
+// of at most 1,024: a year of hourly bins with daily counts is 365 blocks
+// of 24. A public bound shows most batches the
 // stored measurements cannot answer without solving them. The solved
 // stored-only system is cached per domain and measurement set, and a
 // system missing from the cache is built from the cached one of the

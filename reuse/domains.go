@@ -2,6 +2,7 @@ package reuse
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/dpproxy/dpproxy/compile"
 	"github.com/dpproxy/dpproxy/measure"
@@ -10,8 +11,10 @@ import (
 
 // Estimation domains. Stored and new measurements are combined into one
 // generalised least-squares estimate per domain: a set of the batch's
-// columns, dense over their product (at most planner.MaxKnownCells
-// cells). A batch whose product domain is that small is one domain, so
+// columns, dense over their product up to planner.MaxKnownCells cells,
+// and above that, up to planner.MaxBlockedCells, solved block by block
+// (blocks of cells no measurement row straddles, each at most
+// planner.MaxKnownCells). A batch whose product domain is that small is one domain, so
 // all its answers come from one estimate. A larger batch (a dashboard
 // whose panels group by different columns) gets one domain per maximal
 // column set its queries read, each query answered from the first that
@@ -39,6 +42,26 @@ type domain struct {
 	// the same.
 	lift func(int) int
 	cls  *planner.Classes // nil: the system is over cells
+	// vecs are answerVectors per query, computed once: the search for
+	// the least ε reads them a dozen times, and over thousands of cells
+	// they cost more than the blocks' solves.
+	vecsMu sync.Mutex
+	vecs   map[int][][]vector
+}
+
+// vectors is answerVectors(w, q, d), computed once per query.
+func (d *domain) vectors(w *compile.Workload, q int) [][]vector {
+	d.vecsMu.Lock()
+	defer d.vecsMu.Unlock()
+	if v, ok := d.vecs[q]; ok {
+		return v
+	}
+	if d.vecs == nil {
+		d.vecs = map[int][][]vector{}
+	}
+	v := answerVectors(w, q, d)
+	d.vecs[q] = v
+	return v
 }
 
 // cells is the size of the domain's product.
@@ -62,7 +85,7 @@ func subset(a, b []int) bool {
 // domainsOf splits w into estimation domains holding every stored
 // measurement of ms that joins, ready to join recs (the structure of a
 // new measurement, or nil); ok is false when some domain has more than
-// planner.MaxKnownCells cells even over classes of cells (see
+// planner.MaxBlockedCells cells even over classes of cells (see
 // planner.Classes: a long column that every measurement, recs and every
 // answer read only in coarser units is solved over those units). Each
 // domain's stored system comes from c when it holds one over the same
@@ -163,12 +186,14 @@ func (d *domain) build(w *compile.Workload, cols []measure.Column, ms, recs []*m
 	if !ok {
 		return false
 	}
-	// Which measurements join is checked in O(|m|) each; adding them
-	// costs O(n²) each, and solving O(n³): both are cached under the
-	// system's key.
+	// Which measurements join is checked in O(|m|) each (O(n) over a
+	// blocked system, where it depends on the blocks those before made);
+	// adding them costs O(n²) each, and solving O(n³) (per block): both
+	// are cached under the system's key.
 	var joined, reduced []*measure.Measurement
+	joins := g.Joiner()
 	for _, m := range ms {
-		if r, ok := d.reduce(m); ok && g.Joins(r) {
+		if r, ok := d.reduce(m); ok && joins(r) {
 			joined, reduced = append(joined, m), append(reduced, r)
 		}
 	}
@@ -200,6 +225,20 @@ func (d *domain) reduce(m *measure.Measurement) (*measure.Measurement, bool) {
 	}
 	return d.cls.Reduce(m)
 }
+
+// reduceAll is reduce of each of ms that reduces.
+func (d *domain) reduceAll(ms []*measure.Measurement) []*measure.Measurement {
+	var out []*measure.Measurement
+	for _, m := range ms {
+		if r, ok := d.reduce(m); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// blocked reports whether d's system is solved block by block.
+func (d *domain) blocked() bool { return d.cells() > planner.MaxKnownCells }
 
 // cellMap maps a cell of the product of sizes to a cell of the product of
 // to: coordinate i of column j becomes index(j, i).
@@ -324,7 +363,7 @@ func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, 
 // is not identified.
 func queryFromEstimate(w *compile.Workload, q int, est *planner.Estimate, d *domain) (vals, vars [][]float64, ok bool) {
 	qu := w.Queries[q]
-	for a, groups := range answerVectors(w, q, d) {
+	for a, groups := range d.vectors(w, q) {
 		v, vr := make([]float64, len(groups)), make([]float64, len(groups))
 		for g, av := range groups {
 			if !qu.IsLive(a, g) || len(av.cells) == 0 {

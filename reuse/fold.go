@@ -29,7 +29,8 @@ import (
 // wants the CPU back) wait for it.
 
 // maxFolds bounds the folds running at a time: each solves one system of
-// up to planner.MaxKnownCells cells (about 0.1 s of one core).
+// up to planner.MaxKnownCells cells (about 0.1 s of one core), or blocks
+// of a blocked system that cost about as much as eight of those.
 const maxFolds = 1
 
 // Folding is when Fold does its work.
@@ -97,8 +98,9 @@ func (pol *Policy) fold(d *Decision, recs []*measure.Measurement) {
 		}
 		joined := slices.Clone(dm.joined)
 		var add []*measure.Measurement
+		joins := dm.g.Joiner()
 		for _, r := range recs {
-			if rr, ok := dm.reduce(r); ok && dm.g.Joins(rr) {
+			if rr, ok := dm.reduce(r); ok && joins(rr) {
 				joined, add = append(joined, r), append(add, rr)
 			}
 		}
