@@ -157,11 +157,16 @@ func (g *GLS) Bytes() int64 {
 
 // add is Add; with apply false it only checks that m joins.
 func (g *GLS) add(m *measure.Measurement, weight float64, apply bool) bool {
-	if err := m.Check(); err != nil {
+	if err := m.Valid(); err != nil {
 		return false
 	}
 	if g.blk != nil {
+		// The blocked system reads factors by column (sparseFactorOf),
+		// in class form as over cells.
 		return g.addBlocked(m, weight, apply)
+	}
+	if err := m.Check(); err != nil {
+		return false // a factor in class form: over a column longer than a dense system
 	}
 	m = g.embed(m)
 	// Map S's columns to m's.
@@ -277,18 +282,22 @@ func (g *GLS) embed(m *measure.Measurement) *measure.Measurement {
 				cp := *m
 				cp.Columns = slices.Clone(m.Columns)
 				cp.Factors = slices.Clone(m.Factors)
+				cp.Classes = slices.Clone(m.Classes)
 				out = &cp
 			}
-			n, rows := mc.Size, m.Rows[i]
+			n, rows, cells := mc.Size, m.Rows[i], m.FactorCells(i)
 			f := make([]float64, rows*(n+1))
 			for r := 0; r < rows; r++ {
-				if m.Factors[i] == nil {
+				if cells == nil {
 					f[r*(n+1)+r] = 1
 					continue
 				}
-				copy(f[r*(n+1):r*(n+1)+n], m.Factors[i][r*n:(r+1)*n])
+				copy(f[r*(n+1):r*(n+1)+n], cells[r*n:(r+1)*n])
 			}
 			out.Columns[i], out.Factors[i] = c, f
+			if i < len(out.Classes) {
+				out.Classes[i] = nil // f is over cells
+			}
 		}
 	}
 	if out == nil {
@@ -336,11 +345,17 @@ func marginalise(m *measure.Measurement, keep []bool) (factors [][]float64, rows
 			}
 			c = float64(n)
 		} else {
+			if m.Rows[i] < n || m.InClassForm(i) {
+				// Fewer rows than cells: not of full column rank, so not
+				// summed over (before forming its n × n Gram). A factor
+				// in class form always has fewer.
+				return nil, nil, nil, 0, false
+			}
 			a := mat.NewDense(m.Rows[i], n, m.Factors[i])
 			var ata mat.SymDense
 			ata.SymOuterK(1, a.T())
 			var chol mat.Cholesky
-			if m.Rows[i] < n || !chol.Factorize(&ata) {
+			if !chol.Factorize(&ata) {
 				return nil, nil, nil, 0, false
 			}
 			ones := mat.NewVecDense(n, nil)

@@ -271,7 +271,7 @@ func (g *GLS) SizeWith(ms []*measure.Measurement) (largest int, work float64) {
 	cp := *g
 	cp.blk = g.blk.clone()
 	for _, m := range ms {
-		if m.Check() != nil {
+		if m.Valid() != nil {
 			continue
 		}
 		t, _, ok := g.termOf(m, 1, false)
@@ -293,7 +293,7 @@ func (g *GLS) Joiner() func(m *measure.Measurement) bool {
 	}
 	b := g.blk.clone()
 	return func(m *measure.Measurement) bool {
-		if m.Check() != nil {
+		if m.Valid() != nil {
 			return false
 		}
 		t, _, ok := g.termOf(m, 1, false)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/measure"
@@ -345,5 +346,31 @@ func BenchmarkBlockedYearSolve(b *testing.B) {
 				b.Fatal("a day not identified")
 			}
 		}
+	}
+}
+
+// A factor in class form reads by column as the same factor over cells.
+func TestSparseFactorOfClassForm(t *testing.T) {
+	const n = 1500 // past reuse's class-form length
+	var rows [][]float64
+	for d := 0; d < 50; d++ { // 50 "days" of 24 cells, weights per day, some cells in none
+		f := make([]float64, n)
+		for h := 0; h < 24; h++ {
+			f[100+24*d+h] = float64(d%3 + 1)
+		}
+		rows = append(rows, f)
+	}
+	of, cf, ok := measure.InClasses(rows, n)
+	if !ok {
+		t.Fatal("no class form")
+	}
+	m := &measure.Measurement{Columns: []measure.Column{{Name: "ts", Def: "d", Size: n, Whole: true}}, Rows: []int{len(rows)},
+		Factors: [][]float64{cf}, Classes: []measure.ClassMap{of}, Noise: "laplace", Scale: "1/1", Variance: 2}
+	if err := m.Valid(); err != nil {
+		t.Fatal(err)
+	}
+	got, want := sparseFactorOf(m, 0), sparseFactorOf(m.Dense(), 0)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("class form read by column differs from over cells")
 	}
 }

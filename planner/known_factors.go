@@ -29,6 +29,9 @@ func sparseFactorOf(m *measure.Measurement, i int) *sparseFactor {
 	if f == nil {
 		return nil
 	}
+	if m.InClassForm(i) {
+		return sparseClassForm(m.Classes[i], f, rows, m.ClassCount(i))
+	}
 	sf := &sparseFactor{rows: rows, n: n, start: make([]int32, n+1)}
 	for r := 0; r < rows; r++ {
 		for c, v := range f[r*n : (r+1)*n] {
@@ -48,6 +51,40 @@ func sparseFactorOf(m *measure.Measurement, i int) *sparseFactor {
 				sf.row[next[c]], sf.val[next[c]] = int32(r), v
 				next[c]++
 			}
+		}
+	}
+	return sf
+}
+
+// sparseClassForm is a factor in class form (measure's classform.go:
+// cell i's column is class of[i]'s column of f, rows × k, or zero when
+// of[i] is -1) by column, in O(cells + rows × k).
+func sparseClassForm(of measure.ClassMap, f []float64, rows, k int) *sparseFactor {
+	n := len(of)
+	// Each class's non-zero rows, ascending.
+	classRows := make([][]int32, k)
+	for r := 0; r < rows; r++ {
+		for c, v := range f[r*k : (r+1)*k] {
+			if v != 0 {
+				classRows[c] = append(classRows[c], int32(r))
+			}
+		}
+	}
+	sf := &sparseFactor{rows: rows, n: n, start: make([]int32, n+1)}
+	for c, cl := range of {
+		sf.start[c+1] = sf.start[c]
+		if cl >= 0 {
+			sf.start[c+1] += int32(len(classRows[cl]))
+		}
+	}
+	sf.row, sf.val = make([]int32, sf.start[n]), make([]float64, sf.start[n])
+	for c, cl := range of {
+		if cl < 0 {
+			continue
+		}
+		at := sf.start[c]
+		for t, r := range classRows[cl] {
+			sf.row[int(at)+t], sf.val[int(at)+t] = r, f[int(r)*k+int(cl)]
 		}
 	}
 	return sf
