@@ -59,10 +59,6 @@ type boundedTuning interface {
 	// WITH table computed once rather than inlined into each reference
 	// (and, in a parallel plan, recomputed by every worker).
 	materializeCTE() string
-	// sortPairs asks for max_groups bounding's (unit, cell) pairs to be
-	// aggregated from rows sorted by unit and cell hash, which the
-	// ranking then reads in order (boundedQuery.sortPairs).
-	sortPairs() bool
 	// boundedSession are statements run first in a bounded query's
 	// transaction: the memory its sorts and hash tables may use before
 	// they spill to disk.

@@ -49,10 +49,6 @@ func (mysqlDialect) keyedHash(key string, vals []string) string {
 // theirs once where they can, units.go).
 func (mysqlDialect) materializeCTE() string { return "" }
 
-// sortPairs: MariaDB ignores the ORDER BY of a derived table, and sorts
-// what it groups in its own temporary table.
-func (mysqlDialect) sortPairs() bool { return false }
-
 // mysqlBoundedTmpTable is the size, in bytes, of the in-memory temporary
 // tables a bounded query may use before they are converted to on-disk
 // ones: the (unit, cell) pairs of max_groups bounding number about as many

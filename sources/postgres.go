@@ -56,12 +56,6 @@ func (postgres) keyedHash(key string, vals []string) string {
 // worker.
 func (postgres) materializeCTE() string { return "MATERIALIZED " }
 
-// sortPairs: PostgreSQL otherwise hashes the (unit, cell) pairs, about as
-// many as rows, into a table that spills to disk, then sorts them again
-// for the ranking; from sorted rows it groups and ranks in one order (a
-// fifth less CPU over 10 million rows and 8 million pairs).
-func (postgres) sortPairs() bool { return true }
-
 // pgBoundedWorkMem is the work_mem, in kB, a bounded query may use per
 // sort or hash table: PostgreSQL's default 4MB spills the per-unit
 // aggregate of a million rows to disk.

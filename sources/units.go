@@ -191,9 +191,6 @@ type boundedQuery struct {
 	// materialize is the dialect's keyword (with a trailing space) that
 	// makes the WITH table of heavy units computed once ("" for none).
 	materialize string
-	// sortPairs builds max_groups bounding's pairs from rows ordered by
-	// (unit, cell hash, cell) and ranks them in that order (sortedPairs).
-	sortPairs bool
 }
 
 // rawList is the raw columns read, quoted, each followed by ", ".
@@ -326,31 +323,12 @@ func (b *boundedQuery) sql() string {
 	if b.pairs {
 		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
-	if b.sortPairs {
-		return heavy + fmt.Sprintf(head+b.sortedPairs()+tail, outs, cellHash, b.cellOf(b.outs), weighted, g, r)
-	}
 	return heavy + fmt.Sprintf(head+
 		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
 		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
 		"SELECT %[1]s, dpproxy_unit, SUM(dpproxy_w) AS dpproxy_n FROM %[4]s"+
 		" GROUP BY %[1]s, dpproxy_unit HAVING SUM(dpproxy_w) > 0) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[5]d"+tail,
 		outs, cellHash, b.cellOf(b.outs), weighted, g, r)
-}
-
-// sortedPairs is the ranked pairs of sql's max_groups bounding for a
-// dialect with sortPairs, a format over sql's arguments: each weighted row
-// gets its cell and the cell hash, the rows are ordered by (unit, cell
-// hash, cell), grouped into pairs in that order and ranked by ROW_NUMBER
-// in the same order, so one sort serves both (PostgreSQL groups sorted
-// input and windows it without sorting again). The cell breaks ties of
-// the hash: a unit never keeps more than g cells.
-func (b *boundedQuery) sortedPairs() string {
-	return "SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY dpproxy_ch, dpproxy_cell) AS dpproxy_g FROM (" +
-		"SELECT %[1]s, dpproxy_unit, dpproxy_ch, dpproxy_cell, SUM(dpproxy_w) AS dpproxy_n FROM (" +
-		"SELECT %[1]s, dpproxy_unit, dpproxy_w, dpproxy_cell, %[2]s AS dpproxy_ch FROM (" +
-		"SELECT %[1]s, dpproxy_unit, dpproxy_w, %[3]s AS dpproxy_cell FROM %[4]s) dpproxy_celled" +
-		" ORDER BY dpproxy_unit, dpproxy_ch, dpproxy_cell) dpproxy_sorted" +
-		" GROUP BY dpproxy_unit, dpproxy_ch, dpproxy_cell, %[1]s HAVING SUM(dpproxy_w) > 0) dpproxy_pairs) dpproxy_bounded WHERE dpproxy_g <= %[5]d"
 }
 
 // weightedRows is a derived table (dpproxy_binned) of the bins (as their
@@ -378,7 +356,6 @@ func (q *pushdown) serverBoundedQuery(key string, pairs bool) string {
 	b := &boundedQuery{t: q.t, ident: q.d.ident, table: q.from(), pairs: pairs}
 	if bt, ok := q.d.(boundedTuning); ok {
 		b.materialize = bt.materializeCTE()
-		b.sortPairs = bt.sortPairs()
 	}
 	b.hash = func(vals []string) string { return q.d.keyedHash(q.bind(key), vals) }
 	for j, c := range q.cols {
