@@ -151,12 +151,9 @@ func wantKeyUnits(rows []keyRow, hash keyHash, key, col string, g int) map[strin
 		type hk struct{ h, k string }
 		var l []hk
 		for k := range ks {
-			var v any = k
-			if col == "item" {
-				n, _ := strconv.ParseInt(k, 10, 64)
-				v = n
-			}
-			l = append(l, hk{hash(key, u, v), k})
+			// A key is hashed as its text (an integer column's in
+			// decimal), as the queries group it.
+			l = append(l, hk{hash(key, u, k), k})
 		}
 		slices.SortFunc(l, func(a, b hk) int {
 			if c := strings.Compare(a.h, b.h); c != 0 {

@@ -35,14 +35,20 @@ func (postgres) like(col string, p catalog.Pattern, bind func(any) string) strin
 	return "(" + col + ")::text COLLATE \"C\" LIKE " + pat + "::text ESCAPE " + bind(p.Escape) + "::text"
 }
 
-// keyedHash is hashtextextended (a bigint) of the text under the "C"
-// collation: PostgresUnitHash, unithash.go, which says why this hash.
+// keyedHash is hash_record_extended (a bigint, PostgreSQL 14+) of the
+// values as a row, each hashed by its own type's extended hash with a seed
+// derived from the key: PostgresUnitHash, unithash.go, which says why this
+// hash. A quoted literal is typed text (a row of unknown-typed values has
+// no hash function).
 func (postgres) keyedHash(key string, vals []string) string {
-	parts := []string{"CAST(" + key + " AS text)"}
-	for _, v := range vals {
-		parts = append(parts, "chr(31)", hashText(v, "'V' || ("+v+")::text"))
+	elems := make([]string, len(vals))
+	for i, v := range vals {
+		if strings.HasPrefix(v, "'") {
+			v += "::text"
+		}
+		elems[i] = v
 	}
-	return "hashtextextended(concat(" + strings.Join(parts, ", ") + ") COLLATE \"C\", 0)"
+	return "hash_record_extended(ROW(" + strings.Join(elems, ", ") + "), hashtextextended(CAST(" + key + " AS text), 0))"
 }
 
 // materializeCTE: PostgreSQL 12+ otherwise inlines a WITH table referenced

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,20 @@ func TestPostgresUnitHashMatchesServer(t *testing.T) {
 			}
 			if want := PostgresUnitHash(key, unit, text); got != want {
 				t.Errorf("unit %v, text %q: server %d, Go %d", unit, text, got, want)
+			}
+		}
+	}
+	// A quoted literal, int4 and float8 values, as the cell hash and
+	// other tables' columns have them.
+	expr = postgres{}.keyedHash("$1", []string{"'cell'", "$2::integer", "$3::float8"})
+	for _, n := range []any{nil, int64(0), int64(-1), int64(2147483647), int64(-2147483648)} {
+		for _, f := range []any{nil, 0.0, math.Copysign(0, -1), 1.5, -1e300, math.NaN(), math.Inf(1)} {
+			var got int64
+			if err := db.QueryRowContext(context.Background(), "SELECT "+expr, key, n, f).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := PostgresUnitHash(key, "cell", n, f); got != want {
+				t.Errorf("int4 %v, float8 %v: server %d, Go %d", n, f, got, want)
 			}
 		}
 	}

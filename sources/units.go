@@ -52,14 +52,14 @@ import (
 // histogram query, so the database (its logs, its statement statistics)
 // can see it.
 //
-// The hashed bytes are the key, then per value 0x1f and "N" for NULL or
-// "V" and the value's text. MariaDB (and ClickHouse) rank by their SHA-256
-// of them (UnitHash: MariaDB's SHA2); PostgreSQL by its built-in 64-bit
-// hashtextextended, several times cheaper than its sha256 per row
-// (PostgresUnitHash); SQLite, which runs our Go in-process, by a keyed
-// SipHash (UnitHash64), in its file scan (sqlite_bound.go) and in SQL
-// alike. unithash.go says why privacy does not rest on the hash. A test
-// can replay each engine's selection in Go.
+// MariaDB (and ClickHouse) rank by the SHA-256 of the key, then per value
+// 0x1f and "N" for NULL or "V" and the value's text (UnitHash: MariaDB's
+// SHA2); SQLite, which runs our Go in-process, by a keyed SipHash of the
+// same bytes (UnitHash64), in its file scan (sqlite_bound.go) and in SQL
+// alike; PostgreSQL by its built-in 64-bit hash_record_extended of the
+// values as they are stored, seeded by a hash of the key, with no text
+// built per row (PostgresUnitHash). unithash.go says why privacy does not
+// rest on the hash. A test can replay each engine's selection in Go.
 
 // UnitKeyFile is the file, in the data directory, holding the key of the
 // keyed hash (64 hex digits, mode 0600), generated the first time a catalog
