@@ -37,10 +37,12 @@ import (
 //     by one plain scan, as a GROUP BY without a unit counts them;
 //  3. with max_groups g and max_rows_per_group r, the kept rows are binned,
 //     each unit keeps the g cells (of the batch's internal domain) of least
-//     keyed hash of (unit, cell) — DENSE_RANK() OVER (PARTITION BY unit
-//     ORDER BY cell hash) <= g — and in each cell its r rows of least row
-//     hash. Only how many rows a cell keeps matters to the count, so the
-//     query ranks (unit, cell, rows) aggregates and counts min(rows, r).
+//     keyed hash of (unit, cell) — ROW_NUMBER() OVER (PARTITION BY unit
+//     ORDER BY cell hash, cell) <= g, the cell breaking a tie of hashes so
+//     that no unit ever keeps g + 1 cells — and in each cell its r rows of
+//     least row hash. Only how many rows a cell keeps matters to the
+//     count, so the query ranks (unit, cell, rows) aggregates, one per
+//     cell, and counts min(rows, r).
 //
 // A unit's kept rows are a function of its own rows and the key only, never
 // of other units, the query's noise or a random() of the database: that is
@@ -324,7 +326,7 @@ func (b *boundedQuery) sql() string {
 		head, tail = "SELECT dpproxy_unit, dpproxy_cell FROM (", " ORDER BY dpproxy_unit"
 	}
 	return heavy + fmt.Sprintf(head+
-		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, DENSE_RANK() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s) AS dpproxy_g FROM ("+
+		"SELECT %[1]s, dpproxy_unit, dpproxy_cell, dpproxy_n, ROW_NUMBER() OVER (PARTITION BY dpproxy_unit ORDER BY %[2]s, dpproxy_cell) AS dpproxy_g FROM ("+
 		"SELECT %[1]s, %[3]s AS dpproxy_cell, dpproxy_unit, dpproxy_n FROM ("+
 		"SELECT %[1]s, dpproxy_unit, SUM(dpproxy_w) AS dpproxy_n FROM %[4]s"+
 		" GROUP BY %[1]s, dpproxy_unit HAVING SUM(dpproxy_w) > 0) dpproxy_pairs) dpproxy_cells) dpproxy_bounded WHERE dpproxy_g <= %[5]d"+tail,
