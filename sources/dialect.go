@@ -271,6 +271,18 @@ type server struct {
 	// needs KILL QUERY from another session; pgx sends PostgreSQL's
 	// cancel request itself).
 	cancel cancelHook
+	// unitsErr, when not nil, is why this server cannot bound a privacy
+	// unit's contributions (an older PostgreSQL): every bounded query and
+	// partition selection of a table with a unit returns it.
+	unitsErr error
+}
+
+// boundable is s.unitsErr for a table with a privacy unit, else nil.
+func (s *server) boundable(t *catalog.Table) error {
+	if t.Unit == nil || s.unitsErr == nil {
+		return nil
+	}
+	return fmt.Errorf("table %s: %w", t.Name, s.unitsErr)
 }
 
 func (s *server) close() error { return s.db.Close() }
@@ -365,6 +377,9 @@ func (s *server) dataVersion(ctx context.Context) (string, bool, error) {
 
 // count runs the pushed-down GROUP BY in a read-only transaction.
 func (s *server) count(ctx context.Context, t *catalog.Table, cols []*catalog.Column, counts []float64, rows *atomic.Int64) error {
+	if err := s.boundable(t); err != nil {
+		return err
+	}
 	q := &pushdown{d: s.d, t: t, cols: cols, key: s.key}
 	text := q.sql()
 	return inReadOnlyTx(ctx, s.db, s.cancel, func(tx *sql.Tx) error {

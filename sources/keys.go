@@ -69,6 +69,9 @@ func (s *Set) KeyUnits(ctx context.Context, t *catalog.Table, column string, fn 
 	case *chSource:
 		return be.keyUnits(ctx, t, c, fn)
 	case *server:
+		if err := be.boundable(t); err != nil {
+			return err
+		}
 		db, cancel = be.db, be.cancel
 		// Keys are grouped by their exact text (no collation, no
 		// padding), as histograms bin them: a case-insensitive GROUP BY

@@ -20,6 +20,10 @@ type postgres struct{}
 
 var _ dialect = postgres{}
 
+// pgUnitsSince is the first PostgreSQL (server_version_num) with
+// hash_record_extended, which keyedHash ranks a unit's rows by.
+const pgUnitsSince = 140000
+
 func (postgres) ident(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 func (postgres) param(n int) string { return "$" + strconv.Itoa(n) }
@@ -136,5 +140,15 @@ func openPostgres(ctx context.Context, dsn string, maxConns int) (*server, error
 		db.Close()
 		return nil, fmt.Errorf("connect: %s", redact(err.Error(), dsn, cfg.Password))
 	}
-	return &server{db: db, d: postgres{}}, nil
+	s := &server{db: db, d: postgres{}}
+	var version int
+	if err := db.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("server version: %w", err)
+	}
+	if version < pgUnitsSince {
+		// Tables without a privacy unit still work; bounding needs the hash.
+		s.unitsErr = fmt.Errorf("privacy units on PostgreSQL need version 14 or later (their rows are ranked by hash_record_extended); this server is %d.%d", version/10000, version%10000/100)
+	}
+	return s, nil
 }

@@ -422,6 +422,9 @@ func (s *Set) UnitCells(ctx context.Context, t *catalog.Table, cols []*catalog.C
 	case *chSource:
 		return be.unitCells(ctx, t, cols, fn)
 	case *server:
+		if err := be.boundable(t); err != nil {
+			return err
+		}
 		db, cancel, d = be.db, be.cancel, be.d
 		pd := &pushdown{d: be.d, t: t, cols: cols, key: be.key}
 		q = pd.joined(pd.serverBoundedPairs())
