@@ -188,7 +188,7 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	// solved, and answered free when every answer meets its target: the
 	// decision the solve alone would make.
 	if !cannotMeet(w, doms, nil, d.Target, margin) {
-		before, _, all, _ := estimate(w, doms, nil, 1, nil)
+		before, _, all, _ := estimate(w, doms, nil, 1, nil, nil)
 		d.before = before
 		if all && meets(w, before, d.Target, margin) {
 			d.Free = before
@@ -206,7 +206,7 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 // candidate read it then.
 func (d *Decision) Before() *Estimated {
 	if d.before == nil && d.doms != nil {
-		d.before, _, _, _ = estimate(d.w, d.doms, nil, 1, nil)
+		d.before, _, _, _ = estimate(d.w, d.doms, nil, 1, nil, nil)
 	}
 	return d.before
 }
@@ -351,7 +351,7 @@ func (d *Decision) Combined(recs []*measure.Measurement) (*Estimated, bool) {
 	if d.Pick != nil {
 		prior = d.Pick.solved
 	}
-	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior)
+	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior, nil)
 	d.combos, d.recs = combos, recs
 	return es, ok
 }
@@ -513,7 +513,7 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, recs []*measure.Measurement, target func(q, a, g int) float64, search bool) (*Combined, bool) {
 	var combos []*combination // the last evaluation's systems
 	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
-		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
+		es, _, ok, cbs := estimate(w, doms, recs, f, nil, nil)
 		combos = cbs
 		return es, ok
 	}
@@ -532,10 +532,15 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	}
 	// The least share f of the plan's information (its noise variance
 	// scaled by 1/f) that still meets the targets.
+	// Over a blocked domain each step reads the domains' pencils (every
+	// block factored once for all f) rather than solving anew: the same
+	// variances up to rounding, so hi is the same up to the bisection's
+	// step, and what is charged is checked below by solving.
+	pens := pencils(doms, recs)
 	lo, hi := 0.0, 1.0
 	for range 12 {
 		mid := (lo + hi) / 2
-		es, ok := with(recs, mid)
+		es, _, ok, _ := estimate(w, doms, recs, mid, nil, pens)
 		if ok && meets(w, es, target, roundingVariance) {
 			hi = mid
 		} else {
@@ -579,4 +584,23 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		more(f)
 	}
 	return out, true
+}
+
+// pencils are the domains' systems with recs as pencils (see
+// planner.Pencil), nil where a domain is dense, no rec joins it, or its
+// stored blocks do not identify every cell; nil when none has one.
+func pencils(doms []*domain, recs []*measure.Measurement) []*planner.Pencil {
+	var pens []*planner.Pencil
+	for i, dm := range doms {
+		if !dm.blocked() {
+			continue
+		}
+		if p, _, ok := dm.g.Pencil(dm.reduceAll(recs)); ok {
+			if pens == nil {
+				pens = make([]*planner.Pencil, len(doms))
+			}
+			pens[i] = p
+		}
+	}
+	return pens
 }

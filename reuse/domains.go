@@ -314,16 +314,23 @@ type combination struct {
 // lists the stored measurements that joined. With recs, combos are the
 // domains' combined systems; prior, when given, are combinations with
 // the same structure (scored before measuring), whose factorisations
-// serve when the information matrices are equal bit for bit.
-func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination) (es *Estimated, used []int64, all bool, combos []*combination) {
+// serve when the information matrices are equal bit for bit. pens, when
+// given, are the domains' pencils with recs (nil where a domain has
+// none): a domain with one is answered from it at f, variances only, and
+// its combination left out of combos.
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination, pens []*planner.Pencil) (es *Estimated, used []int64, all bool, combos []*combination) {
 	es = &Estimated{Vals: make([][][]float64, len(w.Queries)), Vars: make([][][]float64, len(w.Queries))}
 	all = true
 	for i, d := range doms {
 		used = append(used, d.g.Used...)
 		var est *planner.Estimate
-		if len(recs) == 0 {
+		switch {
+		case len(recs) == 0:
 			est = d.solved.estimate()
-		} else {
+		case i < len(pens) && pens[i] != nil:
+			est = pens[i].At(f)
+			combos = append(combos, &combination{})
+		default:
 			cb := &combination{g: d.g.Clone()}
 			for k, r := range recs {
 				if r, ok := d.reduce(r); ok && cb.g.Add(r, f) {
