@@ -284,7 +284,7 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 	search := largest <= searchCells
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
 	alone := 0
-	for _, c := range pol.candidates(ctx, w, plan, d.Before(), d.Target, search, work) {
+	score := func(c Candidate) {
 		// The candidate's records, made once: over a long column each
 		// stacks thousands of rows of factors.
 		recs, all := planRecs, planAll
@@ -292,7 +292,7 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 			recs, all = Records(c.w, c.plan, nil)
 		}
 		if !all || len(recs) == 0 {
-			continue
+			return
 		}
 		cd := doms
 		if classed {
@@ -300,22 +300,33 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 			// them too.
 			var ok bool
 			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
-				continue
+				return
 			}
 		}
 		if n := largestWith(cd, recs); n > CombineCells {
 			alone = max(alone, n) // links blocks past what is combined on the request path
-			continue
+			return
 		}
 		m, ok := pol.leastCombined(w, cd, c, recs, d.Target, search)
 		if !ok {
-			continue
+			return
 		}
 		m.doms = cd
 		d.Considered = append(d.Considered, m)
 		if d.Pick == nil || m.cheaper(d.Pick) {
 			d.Pick = m
 		}
+	}
+	// The other candidates are planned (the planner's alternatives: as
+	// long as the search itself over a long column) while the batch's own
+	// plan is scored; all are scored in the same order as one after the
+	// other, so the decision is the same.
+	unmet := pol.unmet(w, d.Before(), d.Target)
+	others := make(chan []Candidate, 1)
+	go func() { others <- pol.candidates(ctx, w, plan, unmet, search, work)[1:] }()
+	score(Candidate{w: w, plan: plan})
+	for _, c := range <-others {
+		score(c)
 	}
 	if d.Pick == nil {
 		if alone > 0 {
@@ -450,12 +461,26 @@ const (
 	maxCandidates = 8
 )
 
+// unmet lists the queries of w that the stored measurements (before)
+// do not answer within their targets. (Read before candidates runs on
+// another goroutine: target is not safe for concurrent use.)
+func (pol *Policy) unmet(w *compile.Workload, before *Estimated, target func(q, a, g int) float64) []int {
+	var unmet []int
+	for q := range w.Queries {
+		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance) {
+			continue
+		}
+		unmet = append(unmet, q)
+	}
+	return unmet
+}
+
 // candidates lists what could be measured for w: plan itself;
-// when the stored measurements (before) already answer some queries
-// within their targets, the plan
+// when the stored measurements already answer some queries within
+// their targets (those not in unmet), the plan
 // for the others alone; and the planner's best alternatives for both,
 // as many as searchWork allows.
-func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, before *Estimated, target func(q, a, g int) float64, search bool, work float64) []Candidate {
+func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, unmet []int, search bool, work float64) []Candidate {
 	out := []Candidate{{w: w, plan: plan}}
 	if !search {
 		return out
@@ -465,13 +490,6 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 		return out
 	}
 	var sub *compile.Workload
-	var unmet []int
-	for q := range w.Queries {
-		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance) {
-			continue
-		}
-		unmet = append(unmet, q)
-	}
 	if len(unmet) > 0 && len(unmet) < len(w.Queries) {
 		sub = &compile.Workload{Table: w.Table, Columns: w.Columns}
 		for _, q := range unmet {
