@@ -16,10 +16,15 @@ import (
 // measurements' information and J_n the new ones' at weight 1. The search
 // for the least ε a new measurement needs (package reuse) solves J(f)
 // for a dozen f; a pencil factors each block once instead. With
-// J_s = UᵀU (Cholesky) and U⁻ᵀJ_nU⁻¹ = Q·diag(μ)·Qᵀ (symmetric
-// eigendecomposition), J(f)⁻¹ = U⁻¹Q·(I + f·diag(μ))⁻¹·QᵀU⁻ᵀ, so an
-// answer c's variance is Σ_i z_i²/(1 + f·μ_i) with z = QᵀU⁻ᵀc: O(|B|²)
-// per answer and block, no factorisation per f.
+// J_s = UᵀU (Cholesky), J_n = BᵀB (pivoted Cholesky, B of J_n's rank r:
+// one row per day for daily sums over hours), C = B·U⁻¹ and
+// C·Cᵀ = V·diag(λ)·Vᵀ (an r × r eigenproblem), Woodbury's identity gives
+// an answer c's variance as
+//
+//	cᵀJ(f)⁻¹c = ‖a‖² − Σ_i y_i²·f/(1 + f·λ_i),  a = U⁻ᵀc, y = Vᵀ·C·a,
+//
+// O(|B|² + r·|B|) per answer and block, no factorisation per f, and
+// O(|B|³/3 + r·|B|²) per block once.
 //
 // The variances equal Solve's on the same system up to rounding (both
 // are exact formulas for cᵀJ(f)⁻¹c); a caller that releases or charges
@@ -33,9 +38,10 @@ type Pencil struct {
 	parts  []pencilBlock
 }
 
-// pencilBlock is one block's R = QᵀU⁻ᵀ (row-major, |B| × |B|) and μ.
+// pencilBlock is one block's U⁻ᵀ and G = Vᵀ·C·U⁻ᵀ (row-major, |B| × |B|
+// and r × |B|) and λ.
 type pencilBlock struct {
-	r, mu []float64
+	uinvT, g, lambda []float64
 }
 
 // Pencil is g with ms added at a weight to be chosen (see Pencil): joined
@@ -94,43 +100,58 @@ func pencilOf(n int, js, jn []float64) (pencilBlock, bool) {
 		return pencilBlock{}, false
 	}
 	for i := 0; i < n; i++ {
-		// Pivots below Solve's tolerance: Solve would call the block's
-		// cells not identified, so this block is not the pencil's to answer.
+		// Pivots below Solve's tolerance: Solve would call some of the
+		// block's cells not identified, so the block is not the pencil's.
 		if d := u[i*n+i]; d*d <= top*float64(n)*identifiability {
 			return pencilBlock{}, false
 		}
 	}
-	ut := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: u}
-	if ok := lapack64.Trtri(ut); !ok {
+	if ok := lapack64.Trtri(blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: u}); !ok {
 		return pencilBlock{}, false
 	}
-	// M = U⁻ᵀ·J_n·U⁻¹, J_n made full from its upper triangle.
-	full := make([]float64, n*n)
+	uinv := blas64.General{Rows: n, Cols: n, Stride: n, Data: u} // upper; the lower part is zero
+	uinvT := make([]float64, n*n)
 	for i := 0; i < n; i++ {
 		for j := i; j < n; j++ {
-			full[i*n+j], full[j*n+i] = jn[i*n+j], jn[i*n+j]
+			uinvT[j*n+i] = u[i*n+j]
 		}
 	}
-	uinv := blas64.General{Rows: n, Cols: n, Stride: n, Data: u} // upper, lower part zero
-	tmp := blas64.General{Rows: n, Cols: n, Stride: n, Data: make([]float64, n*n)}
-	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: n, Cols: n, Stride: n, Data: full}, uinv, 0, tmp)
-	m := blas64.General{Rows: n, Cols: n, Stride: n, Data: make([]float64, n*n)}
-	blas64.Gemm(blas.Trans, blas.NoTrans, 1, uinv, tmp, 0, m)
-	mu := make([]float64, n)
-	sym := blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: n, Data: m.Data}
+	// J_n = BᵀB: PᵀJ_nP = RᵀR, B = R·Pᵀ (its first r rows).
+	rn := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		copy(rn[i*n+i:(i+1)*n], jn[i*n+i:(i+1)*n])
+	}
+	piv := make([]int, n)
+	_, r, _ := lapack64.Pstrf(blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: n, Data: rn}, piv, -1, make([]float64, 2*n))
+	if r == 0 {
+		return pencilBlock{uinvT: uinvT}, true // nothing new in this block
+	}
+	b := blas64.General{Rows: r, Cols: n, Stride: n, Data: make([]float64, r*n)}
+	for i := 0; i < r; i++ {
+		for l := i; l < n; l++ {
+			b.Data[i*n+piv[l]] = rn[i*n+l]
+		}
+	}
+	c := blas64.General{Rows: r, Cols: n, Stride: n, Data: make([]float64, r*n)}
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, b, uinv, 0, c) // C = B·U⁻¹
+	s := blas64.Symmetric{Uplo: blas.Upper, N: r, Stride: r, Data: make([]float64, r*r)}
+	blas64.Syrk(blas.NoTrans, 1, c, 0, s) // C·Cᵀ
+	lambda := make([]float64, r)
 	work := make([]float64, 1)
-	lapack64.Syev(lapack.EVCompute, sym, mu, work, -1)
+	lapack64.Syev(lapack.EVCompute, s, lambda, work, -1)
 	work = make([]float64, int(work[0]))
-	if ok := lapack64.Syev(lapack.EVCompute, sym, mu, work, len(work)); !ok {
+	if ok := lapack64.Syev(lapack.EVCompute, s, lambda, work, len(work)); !ok {
 		return pencilBlock{}, false
 	}
-	for i, v := range mu {
-		mu[i] = math.Max(v, 0) // J_n is positive semidefinite
+	for i, v := range lambda {
+		lambda[i] = math.Max(v, 0) // C·Cᵀ is positive semidefinite
 	}
-	// Syev left Q's columns in m; R = Qᵀ·U⁻ᵀ = (U⁻¹·Q)ᵀ.
-	r := blas64.General{Rows: n, Cols: n, Stride: n, Data: make([]float64, n*n)}
-	blas64.Gemm(blas.Trans, blas.Trans, 1, m, uinv, 0, r)
-	return pencilBlock{r: r.Data, mu: mu}, true
+	// G = Vᵀ·C·U⁻ᵀ, V's columns in s.
+	cu := blas64.General{Rows: r, Cols: n, Stride: n, Data: make([]float64, r*n)}
+	blas64.Gemm(blas.NoTrans, blas.Trans, 1, c, uinv, 0, cu)
+	g := blas64.General{Rows: r, Cols: n, Stride: n, Data: make([]float64, r*n)}
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1, blas64.General{Rows: r, Cols: r, Stride: r, Data: s.Data}, cu, 0, g)
+	return pencilBlock{uinvT: uinvT, g: g.Data, lambda: lambda}, true
 }
 
 // At is the system at weight f: an estimate whose Answer gives each
@@ -168,12 +189,19 @@ func (e *Estimate) answerPencil(cells []int, w []float64, norm float64) (value, 
 		}
 		part := p.parts[b]
 		for i := 0; i < nb; i++ {
-			z := 0.0
-			for j, x := range part.r[i*nb : (i+1)*nb] {
-				z += x * c[j]
+			a := 0.0
+			for j, x := range part.uinvT[i*nb : (i+1)*nb] {
+				a += x * c[j]
 			}
-			variance += z * z / (1 + e.weight*part.mu[i])
+			variance += a * a
+		}
+		for i, l := range part.lambda {
+			y := 0.0
+			for j, x := range part.g[i*nb : (i+1)*nb] {
+				y += x * c[j]
+			}
+			variance -= y * y * e.weight / (1 + e.weight*l)
 		}
 	}
-	return 0, variance, true
+	return 0, math.Max(variance, 0), true
 }

@@ -24,6 +24,7 @@ func TestPencilMatchesSolve(t *testing.T) {
 	hourly := &measure.Measurement{ID: 1, Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 2}
 	oldDaily := &measure.Measurement{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{daysOf(func(int) float64 { return 1 })}, Rows: []int{365}, Variance: 5}
 	newDaily := &measure.Measurement{Columns: []measure.Column{col}, Factors: [][]float64{daysOf(func(d int) float64 { return float64(d%3 + 1) })}, Rows: []int{365}, Variance: 3}
+	newHourly := &measure.Measurement{Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 0.01}
 	answers := map[string][]int{"hour": {5}, "day": seq(48, 24), "week": seq(30, 168)}
 	for _, tc := range []struct {
 		name   string
@@ -39,27 +40,31 @@ func TestPencilMatchesSolve(t *testing.T) {
 					t.Fatal("stored measurement did not join")
 				}
 			}
-			p, joined, ok := g.Pencil([]*measure.Measurement{newDaily})
-			if !ok || len(joined) != 1 {
-				t.Fatalf("no pencil (joined %v)", joined)
-			}
-			for _, f := range []float64{1e-3, 0.25, 1} {
-				cb := g.Clone()
-				cb.Add(newDaily, f)
-				want, ok := cb.Solve()
-				if !ok {
-					t.Fatal("not solved")
+			for _, news := range [][]*measure.Measurement{{newDaily}, {newDaily, newHourly}} {
+				p, joined, ok := g.Pencil(news)
+				if !ok || len(joined) != len(news) {
+					t.Fatalf("no pencil (joined %v)", joined)
 				}
-				got := p.At(f)
-				for name, cells := range answers {
-					ws := make([]float64, len(cells))
-					for i := range ws {
-						ws[i] = float64(i%4) + 1
+				for _, f := range []float64{1e-3, 0.25, 1} {
+					cb := g.Clone()
+					for _, m := range news {
+						cb.Add(m, f)
 					}
-					_, v1, ok1 := want.Answer(cells, ws)
-					_, v2, ok2 := got.Answer(cells, ws)
-					if !ok1 || !ok2 || math.Abs(v1-v2) > 1e-9*v1 {
-						t.Errorf("f=%g %s: pencil %g (%v), solve %g (%v)", f, name, v2, ok2, v1, ok1)
+					want, ok := cb.Solve()
+					if !ok {
+						t.Fatal("not solved")
+					}
+					got := p.At(f)
+					for name, cells := range answers {
+						ws := make([]float64, len(cells))
+						for i := range ws {
+							ws[i] = float64(i%4) + 1
+						}
+						_, v1, ok1 := want.Answer(cells, ws)
+						_, v2, ok2 := got.Answer(cells, ws)
+						if !ok1 || !ok2 || math.Abs(v1-v2) > 1e-9*v1 {
+							t.Errorf("%d new, f=%g %s: pencil %g (%v), solve %g (%v)", len(news), f, name, v2, ok2, v1, ok1)
+						}
 					}
 				}
 			}
@@ -80,4 +85,45 @@ func seq(from, n int) []int {
 		out[i] = from + i
 	}
 	return out
+}
+
+// BenchmarkBlockedYearPencil is the least-ε search's dozen steps over a
+// year of hours as a pencil: BenchmarkBlockedYearSolve's stored and new
+// systems, the pencil built once and every day's answer read at twelve
+// weights (compare with twelve of BenchmarkBlockedYearSolve's steps).
+//
+//	go test ./planner/ -run '^$' -bench 'BlockedYear(Pencil|Solve)'
+func BenchmarkBlockedYearPencil(b *testing.B) {
+	col := measure.Column{Name: "ts", Def: "hours", Size: 8760, Whole: true}
+	days := make([]float64, 365*8760)
+	for d := 0; d < 365; d++ {
+		for h := 0; h < 24; h++ {
+			days[d*8760+d*24+h] = 1
+		}
+	}
+	hourly := &measure.Measurement{ID: 1, Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 2, Answers: make([]float64, 8760)}
+	daily := &measure.Measurement{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{days}, Rows: []int{365}, Variance: 3}
+	stored, _ := NewGLS([]measure.Column{col})
+	stored.Add(hourly, 1)
+	if _, ok := stored.Solve(); !ok {
+		b.Fatal("not solved")
+	}
+	cells, ones := make([]int, 24), make([]float64, 24)
+	for i := 0; i < b.N; i++ {
+		p, _, ok := stored.Pencil([]*measure.Measurement{daily})
+		if !ok {
+			b.Fatal("no pencil")
+		}
+		for step := 0; step < 12; step++ {
+			est := p.At(1 / float64(step+2))
+			for d := 0; d < 365; d++ {
+				for h := range cells {
+					cells[h], ones[h] = d*24+h, 1
+				}
+				if _, _, ok := est.Answer(cells, ones); !ok {
+					b.Fatal("a day not identified")
+				}
+			}
+		}
+	}
 }
