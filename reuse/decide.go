@@ -71,20 +71,26 @@ const roundingVariance = 1.0 / 12
 // meets reports whether every live answer's variance plus margin is at
 // most its target's.
 func meets(w *compile.Workload, es *Estimated, target func(q, a, g int) float64, margin float64) bool {
+	return meetsWithin(w, es, target, margin, 1e-9)
+}
+
+// meetsWithin is meets with variances allowed past their targets by the
+// relative slack.
+func meetsWithin(w *compile.Workload, es *Estimated, target func(q, a, g int) float64, margin, slack float64) bool {
 	for q := range w.Queries {
-		if !queryMeets(w, q, es.Vars[q], target, margin) {
+		if !queryMeets(w, q, es.Vars[q], target, margin, slack) {
 			return false
 		}
 	}
 	return true
 }
 
-// queryMeets is meets for query q, whose variances are vars.
-func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin float64) bool {
+// queryMeets is meetsWithin for query q, whose variances are vars.
+func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin, slack float64) bool {
 	qu := w.Queries[q]
 	for a := range qu.Aggregates {
 		for g, v := range vars[a] {
-			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
+			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+slack) {
 				return false
 			}
 		}
@@ -467,7 +473,7 @@ const (
 func (pol *Policy) unmet(w *compile.Workload, before *Estimated, target func(q, a, g int) float64) []int {
 	var unmet []int
 	for q := range w.Queries {
-		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance) {
+		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance, 1e-9) {
 			continue
 		}
 		unmet = append(unmet, q)
@@ -538,23 +544,54 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	if cannotMeet(w, doms, recs, target, roundingVariance) {
 		return nil, false
 	}
-	full, ok := with(recs, 1)
-	if !ok || !meets(w, full, target, roundingVariance) {
-		// Combined, the rounding of the counts would cost more than the
-		// stored measurements add: not a candidate.
+	// Over a blocked domain the search reads the domains' pencils (every
+	// block factored once for all f) rather than solving anew: the same
+	// variances up to rounding. So the bisection's hi is the same up to
+	// its step; and where every domain has one, a candidate the pencils
+	// show missing its targets by more than rounding could explain
+	// (clearMiss) is one solving would reject too, and is not solved.
+	// What is chosen is still solved and checked.
+	var pens []*planner.Pencil
+	if search {
+		pens = pencils(doms, recs)
+	}
+	everyPencil := pens != nil && !slices.Contains(pens, nil)
+	missesAt := func(f float64) bool {
+		if !everyPencil {
+			return false
+		}
+		es, _, ok, _ := estimate(w, doms, recs, f, nil, pens)
+		return !ok || !meetsWithin(w, es, target, roundingVariance, clearMiss)
+	}
+	var out *Combined // c as it is, combined and solved
+	solveOut := func() bool {
+		full, ok := with(recs, 1)
+		if !ok || !meets(w, full, target, roundingVariance) {
+			// Combined, the rounding of the counts would cost more than the
+			// stored measurements add: not a candidate.
+			return false
+		}
+		out = &Combined{Candidate: c, after: full, solved: combos}
+		return true
+	}
+	if everyPencil {
+		if missesAt(1) {
+			return nil, false
+		}
+	} else if !solveOut() {
 		return nil, false
 	}
-	out := &Combined{Candidate: c, after: full, solved: combos}
 	if !search {
+		return out, true
+	}
+	asItIs := func() (*Combined, bool) {
+		if out == nil && !solveOut() {
+			return nil, false
+		}
 		return out, true
 	}
 	// The least share f of the plan's information (its noise variance
 	// scaled by 1/f) that still meets the targets.
-	// Over a blocked domain each step reads the domains' pencils (every
-	// block factored once for all f) rather than solving anew: the same
-	// variances up to rounding, so hi is the same up to the bisection's
-	// step, and what is charged is checked below by solving.
-	pens := pencils(doms, recs)
 	lo, hi := 0.0, 1.0
 	for range 12 {
 		mid := (lo + hi) / 2
@@ -579,19 +616,21 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	more(hi * 1.01)
 	for range 6 {
 		if o.Rho >= c.plan.Options.Rho*0.98 && o.Epsilon >= c.plan.Options.Epsilon*0.98 {
-			return out, true // hardly cheaper: the plan as it is
+			return asItIs() // hardly cheaper: the plan as it is
 		}
 		p2, err := c.plan.Recalibrated(o)
 		if err != nil {
-			return out, true
+			return asItIs()
 		}
 		recs2, all := Records(c.w, p2, nil)
 		if !all {
-			return out, true
+			return asItIs()
 		}
-		if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
-			c.plan = p2
-			return &Combined{Candidate: c, after: es2, solved: combos}, true
+		if f, ok := share(recs, recs2); !ok || !missesAt(f) {
+			if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
+				c.plan = p2
+				return &Combined{Candidate: c, after: es2, solved: combos}, true
+			}
 		}
 		// One noise: p2 has the share v/v₂ of the plan's information and
 		// needed hi. Several: 3% more.
@@ -601,7 +640,29 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		}
 		more(f)
 	}
-	return out, true
+	return asItIs()
+}
+
+// clearMiss is the relative excess of a variance over its target that
+// rounding cannot explain: a pencil's variances are a solve's to about
+// 1e-12 (planner.Pencil).
+const clearMiss = 1e-6
+
+// share is the share of recs' information that recs2, the same
+// measurements at another calibration, hold: ok when every record's
+// noise variance scaled alike (one noise), so that recs2 is recs at
+// weight f.
+func share(recs, recs2 []*measure.Measurement) (f float64, ok bool) {
+	if len(recs) != len(recs2) || len(recs) == 0 {
+		return 0, false
+	}
+	f = recs[0].Variance / recs2[0].Variance
+	for i, r := range recs {
+		if g := r.Variance / recs2[i].Variance; !(math.Abs(g-f) <= 1e-12*f) {
+			return 0, false
+		}
+	}
+	return f, f > 0 && !math.IsInf(f, 0)
 }
 
 // pencils are the domains' systems with recs as pencils (see
