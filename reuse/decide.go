@@ -622,11 +622,13 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		if err != nil {
 			return asItIs()
 		}
-		recs2, all := Records(c.w, p2, nil)
-		if !all {
-			return asItIs()
-		}
-		if f, ok := share(recs, recs2); !ok || !missesAt(f) {
+		// A miss the pencils show is not solved, nor its records made
+		// (over a long column they stack thousands of rows).
+		if f, ok := share(c.plan, p2); !ok || !missesAt(f) {
+			recs2, all := Records(c.w, p2, nil)
+			if !all {
+				return asItIs()
+			}
 			if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
 				c.plan = p2
 				return &Combined{Candidate: c, after: es2, solved: combos}, true
@@ -648,20 +650,15 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 // 1e-12 (planner.Pencil).
 const clearMiss = 1e-6
 
-// share is the share of recs' information that recs2, the same
-// measurements at another calibration, hold: ok when every record's
-// noise variance scaled alike (one noise), so that recs2 is recs at
-// weight f.
-func share(recs, recs2 []*measure.Measurement) (f float64, ok bool) {
-	if len(recs) != len(recs2) || len(recs) == 0 {
+// share is the share of p's information that p2, p recalibrated, holds:
+// ok for a plan of one noise (Direct or Kronecker, no noise per
+// aggregate), whose records' noise variances all scale by v₂/v, so that
+// p2's records are p's at weight f = v/v₂ (up to rounding).
+func share(p, p2 *planner.Plan) (f float64, ok bool) {
+	if (p.Kind != planner.Direct && p.Kind != planner.Kronecker) || p.AggNoise != nil || p2.AggNoise != nil {
 		return 0, false
 	}
-	f = recs[0].Variance / recs2[0].Variance
-	for i, r := range recs {
-		if g := r.Variance / recs2[i].Variance; !(math.Abs(g-f) <= 1e-12*f) {
-			return 0, false
-		}
-	}
+	f = p.NoiseVariance / p2.NoiseVariance
 	return f, f > 0 && !math.IsInf(f, 0)
 }
 
