@@ -264,10 +264,11 @@ func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarg
 // by the least ε (ρ) at which, combined with the stored ones, it meets
 // every answer's accuracy; the cheapest wins, the batch's own plan on
 // ties. The bisection solves each domain's system a dozen times per
-// candidate (about n³ each, Σ|B|³ over a blocked domain's blocks): only
-// small domains are searched, and only those are combined at all
-// (CombineCells; for a blocked domain, the largest block the candidate
-// makes).
+// candidate (about n³ each; a blocked domain's blocks are factored once,
+// Σ|B|³, as a pencil): only small domains are searched, and only those
+// are combined at all (CombineCells; for a blocked domain, the largest
+// block the candidate makes). The candidates past the batch's own plan
+// are planned on another goroutine while that one is scored.
 func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
 	w, plan, doms := d.w, d.Plan, d.doms
 	// A dense domain solves all its n cells (n³); a blocked one its
