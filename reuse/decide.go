@@ -31,6 +31,9 @@ type Policy struct {
 	minEpsilon, minRho float64
 	solved             *Cache
 	folds              *folds
+	// solveEach makes the least-ε search solve every step instead of
+	// reading pencils (tests compare the two).
+	solveEach bool
 }
 
 // New returns a policy that plans with pl, calibrates no plan below
@@ -553,7 +556,7 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	// (clearMiss) is one solving would reject too, and is not solved.
 	// What is chosen is still solved and checked.
 	var pens []*planner.Pencil
-	if search {
+	if search && !pol.solveEach {
 		pens = pencils(doms, recs)
 	}
 	everyPencil := pens != nil && !slices.Contains(pens, nil)
