@@ -8,8 +8,9 @@ import (
 )
 
 // A pencil's variances are Solve's on the same system at every weight:
-// stored hours (and some stored days) over a year, new days, answers over
-// an hour, a day, and a week that spans blocks.
+// stored hours (and some stored days) over a year; new days, new days and
+// hours, or new weekly sums that merge the stored blocks; answers over an
+// hour, a day, and a week that spans blocks.
 func TestPencilMatchesSolve(t *testing.T) {
 	col := measure.Column{Name: "ts", Def: "hours", Size: 8760, Whole: true}
 	daysOf := func(weights func(d int) float64) []float64 {
@@ -25,6 +26,13 @@ func TestPencilMatchesSolve(t *testing.T) {
 	oldDaily := &measure.Measurement{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{daysOf(func(int) float64 { return 1 })}, Rows: []int{365}, Variance: 5}
 	newDaily := &measure.Measurement{Columns: []measure.Column{col}, Factors: [][]float64{daysOf(func(d int) float64 { return float64(d%3 + 1) })}, Rows: []int{365}, Variance: 3}
 	newHourly := &measure.Measurement{Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 0.01}
+	weeks := make([]float64, 52*8760) // weekly sums: blocks of 168 hours
+	for k := 0; k < 52; k++ {
+		for h := 0; h < 168; h++ {
+			weeks[k*8760+k*168+h] = 1
+		}
+	}
+	newWeekly := &measure.Measurement{Columns: []measure.Column{col}, Factors: [][]float64{weeks}, Rows: []int{52}, Variance: 4}
 	answers := map[string][]int{"hour": {5}, "day": seq(48, 24), "week": seq(30, 168)}
 	for _, tc := range []struct {
 		name   string
@@ -40,7 +48,7 @@ func TestPencilMatchesSolve(t *testing.T) {
 					t.Fatal("stored measurement did not join")
 				}
 			}
-			for _, news := range [][]*measure.Measurement{{newDaily}, {newDaily, newHourly}} {
+			for _, news := range [][]*measure.Measurement{{newDaily}, {newDaily, newHourly}, {newWeekly}} {
 				p, joined, ok := g.Pencil(news)
 				if !ok || len(joined) != len(news) {
 					t.Fatalf("no pencil (joined %v)", joined)
