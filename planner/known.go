@@ -507,6 +507,10 @@ type Estimate struct {
 	// zero.
 	blocks *blockBuild
 	parts  []*Estimate
+	// A pencil's estimate (pencil not nil) is the pencil at weight: its
+	// answers' variances, no values (see Pencil).
+	pencil *Pencil
+	weight float64
 }
 
 // identifiability is the tolerance below which a pivot of J, relative to
@@ -670,6 +674,9 @@ func (e *Estimate) Answer(cells []int, w []float64) (value, variance float64, ok
 	norm := 0.0
 	for k := range cells {
 		norm += w[k] * w[k]
+	}
+	if e.pencil != nil {
+		return e.answerPencil(cells, w, norm)
 	}
 	if e.parts != nil {
 		return e.answerBlocks(cells, w, norm)

@@ -97,7 +97,7 @@ func TestBoundNeverRejectsWhatTheSolveAccepts(t *testing.T) {
 			margin = roundingVariance
 		}
 		if len(joinedOf(doms)) > 0 {
-			before, _, ok, _ := estimate(w, doms, nil, 1, nil)
+			before, _, ok, _ := estimate(w, doms, nil, 1, nil, nil)
 			free := ok && meets(w, before, target, margin)
 			if cannotMeet(w, doms, nil, target, margin) {
 				if free {
@@ -106,7 +106,7 @@ func TestBoundNeverRejectsWhatTheSolveAccepts(t *testing.T) {
 				storedFired++
 			}
 		}
-		es, _, ok, _ := estimate(w, doms, recs, 1, nil)
+		es, _, ok, _ := estimate(w, doms, recs, 1, nil, nil)
 		solved := ok && meets(w, es, target, roundingVariance)
 		bound := cannotMeet(w, doms, recs, target, roundingVariance)
 		if bound && solved {

@@ -31,6 +31,9 @@ type Policy struct {
 	minEpsilon, minRho float64
 	solved             *Cache
 	folds              *folds
+	// solveEach makes the least-ε search solve every step instead of
+	// reading pencils (tests compare the two).
+	solveEach bool
 }
 
 // New returns a policy that plans with pl, calibrates no plan below
@@ -71,20 +74,26 @@ const roundingVariance = 1.0 / 12
 // meets reports whether every live answer's variance plus margin is at
 // most its target's.
 func meets(w *compile.Workload, es *Estimated, target func(q, a, g int) float64, margin float64) bool {
+	return meetsWithin(w, es, target, margin, 1e-9)
+}
+
+// meetsWithin is meets with variances allowed past their targets by the
+// relative slack.
+func meetsWithin(w *compile.Workload, es *Estimated, target func(q, a, g int) float64, margin, slack float64) bool {
 	for q := range w.Queries {
-		if !queryMeets(w, q, es.Vars[q], target, margin) {
+		if !queryMeets(w, q, es.Vars[q], target, margin, slack) {
 			return false
 		}
 	}
 	return true
 }
 
-// queryMeets is meets for query q, whose variances are vars.
-func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin float64) bool {
+// queryMeets is meetsWithin for query q, whose variances are vars.
+func queryMeets(w *compile.Workload, q int, vars [][]float64, target func(q, a, g int) float64, margin, slack float64) bool {
 	qu := w.Queries[q]
 	for a := range qu.Aggregates {
 		for g, v := range vars[a] {
-			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+1e-9) {
+			if qu.IsLive(a, g) && v+margin > target(q, a, g)*(1+slack) {
 				return false
 			}
 		}
@@ -188,7 +197,7 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 	// solved, and answered free when every answer meets its target: the
 	// decision the solve alone would make.
 	if !cannotMeet(w, doms, nil, d.Target, margin) {
-		before, _, all, _ := estimate(w, doms, nil, 1, nil)
+		before, _, all, _ := estimate(w, doms, nil, 1, nil, nil)
 		d.before = before
 		if all && meets(w, before, d.Target, margin) {
 			d.Free = before
@@ -206,7 +215,7 @@ func (pol *Policy) Decide(ctx context.Context, r Request) *Decision {
 // candidate read it then.
 func (d *Decision) Before() *Estimated {
 	if d.before == nil && d.doms != nil {
-		d.before, _, _, _ = estimate(d.w, d.doms, nil, 1, nil)
+		d.before, _, _, _ = estimate(d.w, d.doms, nil, 1, nil, nil)
 	}
 	return d.before
 }
@@ -258,10 +267,11 @@ func targets(w *compile.Workload, plan *planner.Plan, maxStderr float64, hasTarg
 // by the least ε (ρ) at which, combined with the stored ones, it meets
 // every answer's accuracy; the cheapest wins, the batch's own plan on
 // ties. The bisection solves each domain's system a dozen times per
-// candidate (about n³ each, Σ|B|³ over a blocked domain's blocks): only
-// small domains are searched, and only those are combined at all
-// (CombineCells; for a blocked domain, the largest block the candidate
-// makes).
+// candidate (about n³ each; a blocked domain's blocks are factored once,
+// Σ|B|³, as a pencil): only small domains are searched, and only those
+// are combined at all (CombineCells; for a blocked domain, the largest
+// block the candidate makes). The candidates past the batch's own plan
+// are planned on another goroutine while that one is scored.
 func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measurement) {
 	w, plan, doms := d.w, d.Plan, d.doms
 	// A dense domain solves all its n cells (n³); a blocked one its
@@ -284,7 +294,7 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 	search := largest <= searchCells
 	classed := slices.ContainsFunc(doms, func(dm *domain) bool { return dm.cls != nil })
 	alone := 0
-	for _, c := range pol.candidates(ctx, w, plan, d.Before(), d.Target, search, work) {
+	score := func(c Candidate) {
 		// The candidate's records, made once: over a long column each
 		// stacks thousands of rows of factors.
 		recs, all := planRecs, planAll
@@ -292,7 +302,7 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 			recs, all = Records(c.w, c.plan, nil)
 		}
 		if !all || len(recs) == 0 {
-			continue
+			return
 		}
 		cd := doms
 		if classed {
@@ -300,22 +310,33 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 			// them too.
 			var ok bool
 			if cd, ok = domainsOf(w, ms, recs, nil); !ok {
-				continue
+				return
 			}
 		}
 		if n := largestWith(cd, recs); n > CombineCells {
 			alone = max(alone, n) // links blocks past what is combined on the request path
-			continue
+			return
 		}
 		m, ok := pol.leastCombined(w, cd, c, recs, d.Target, search)
 		if !ok {
-			continue
+			return
 		}
 		m.doms = cd
 		d.Considered = append(d.Considered, m)
 		if d.Pick == nil || m.cheaper(d.Pick) {
 			d.Pick = m
 		}
+	}
+	// The other candidates are planned (the planner's alternatives: as
+	// long as the search itself over a long column) while the batch's own
+	// plan is scored; all are scored in the same order as one after the
+	// other, so the decision is the same.
+	unmet := pol.unmet(w, d.Before(), d.Target)
+	others := make(chan []Candidate, 1)
+	go func() { others <- pol.candidates(ctx, w, plan, unmet, search, work)[1:] }()
+	score(Candidate{w: w, plan: plan})
+	for _, c := range <-others {
+		score(c)
 	}
 	if d.Pick == nil {
 		if alone > 0 {
@@ -351,7 +372,7 @@ func (d *Decision) Combined(recs []*measure.Measurement) (*Estimated, bool) {
 	if d.Pick != nil {
 		prior = d.Pick.solved
 	}
-	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior)
+	es, _, ok, combos := estimate(d.w, d.doms, recs, 1, prior, nil)
 	d.combos, d.recs = combos, recs
 	return es, ok
 }
@@ -450,12 +471,26 @@ const (
 	maxCandidates = 8
 )
 
+// unmet lists the queries of w that the stored measurements (before)
+// do not answer within their targets. (Read before candidates runs on
+// another goroutine: target is not safe for concurrent use.)
+func (pol *Policy) unmet(w *compile.Workload, before *Estimated, target func(q, a, g int) float64) []int {
+	var unmet []int
+	for q := range w.Queries {
+		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance, 1e-9) {
+			continue
+		}
+		unmet = append(unmet, q)
+	}
+	return unmet
+}
+
 // candidates lists what could be measured for w: plan itself;
-// when the stored measurements (before) already answer some queries
-// within their targets, the plan
+// when the stored measurements already answer some queries within
+// their targets (those not in unmet), the plan
 // for the others alone; and the planner's best alternatives for both,
 // as many as searchWork allows.
-func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, before *Estimated, target func(q, a, g int) float64, search bool, work float64) []Candidate {
+func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *planner.Plan, unmet []int, search bool, work float64) []Candidate {
 	out := []Candidate{{w: w, plan: plan}}
 	if !search {
 		return out
@@ -465,13 +500,6 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 		return out
 	}
 	var sub *compile.Workload
-	var unmet []int
-	for q := range w.Queries {
-		if before != nil && before.Vars[q] != nil && queryMeets(w, q, before.Vars[q], target, roundingVariance) {
-			continue
-		}
-		unmet = append(unmet, q)
-	}
 	if len(unmet) > 0 && len(unmet) < len(w.Queries) {
 		sub = &compile.Workload{Table: w.Table, Columns: w.Columns}
 		for _, q := range unmet {
@@ -513,21 +541,57 @@ func (pol *Policy) candidates(ctx context.Context, w *compile.Workload, plan *pl
 func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidate, recs []*measure.Measurement, target func(q, a, g int) float64, search bool) (*Combined, bool) {
 	var combos []*combination // the last evaluation's systems
 	with := func(recs []*measure.Measurement, f float64) (*Estimated, bool) {
-		es, _, ok, cbs := estimate(w, doms, recs, f, nil)
+		es, _, ok, cbs := estimate(w, doms, recs, f, nil, nil)
 		combos = cbs
 		return es, ok
 	}
 	if cannotMeet(w, doms, recs, target, roundingVariance) {
 		return nil, false
 	}
-	full, ok := with(recs, 1)
-	if !ok || !meets(w, full, target, roundingVariance) {
-		// Combined, the rounding of the counts would cost more than the
-		// stored measurements add: not a candidate.
+	// Over a blocked domain the search reads the domains' pencils (every
+	// block factored once for all f) rather than solving anew: the same
+	// variances up to rounding. So the bisection's hi is the same up to
+	// its step; and where every domain has one, a candidate the pencils
+	// show missing its targets by more than rounding could explain
+	// (clearMiss) is one solving would reject too, and is not solved.
+	// What is chosen is still solved and checked.
+	var pens []*planner.Pencil
+	if search && !pol.solveEach {
+		pens = pencils(doms, recs)
+	}
+	everyPencil := pens != nil && !slices.Contains(pens, nil)
+	missesAt := func(f float64) bool {
+		if !everyPencil {
+			return false
+		}
+		es, _, ok, _ := estimate(w, doms, recs, f, nil, pens)
+		return !ok || !meetsWithin(w, es, target, roundingVariance, clearMiss)
+	}
+	var out *Combined // c as it is, combined and solved
+	solveOut := func() bool {
+		full, ok := with(recs, 1)
+		if !ok || !meets(w, full, target, roundingVariance) {
+			// Combined, the rounding of the counts would cost more than the
+			// stored measurements add: not a candidate.
+			return false
+		}
+		out = &Combined{Candidate: c, after: full, solved: combos}
+		return true
+	}
+	if everyPencil {
+		if missesAt(1) {
+			return nil, false
+		}
+	} else if !solveOut() {
 		return nil, false
 	}
-	out := &Combined{Candidate: c, after: full, solved: combos}
 	if !search {
+		return out, true
+	}
+	asItIs := func() (*Combined, bool) {
+		if out == nil && !solveOut() {
+			return nil, false
+		}
 		return out, true
 	}
 	// The least share f of the plan's information (its noise variance
@@ -535,7 +599,7 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	lo, hi := 0.0, 1.0
 	for range 12 {
 		mid := (lo + hi) / 2
-		es, ok := with(recs, mid)
+		es, _, ok, _ := estimate(w, doms, recs, mid, nil, pens)
 		if ok && meets(w, es, target, roundingVariance) {
 			hi = mid
 		} else {
@@ -556,19 +620,23 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 	more(hi * 1.01)
 	for range 6 {
 		if o.Rho >= c.plan.Options.Rho*0.98 && o.Epsilon >= c.plan.Options.Epsilon*0.98 {
-			return out, true // hardly cheaper: the plan as it is
+			return asItIs() // hardly cheaper: the plan as it is
 		}
 		p2, err := c.plan.Recalibrated(o)
 		if err != nil {
-			return out, true
+			return asItIs()
 		}
-		recs2, all := Records(c.w, p2, nil)
-		if !all {
-			return out, true
-		}
-		if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
-			c.plan = p2
-			return &Combined{Candidate: c, after: es2, solved: combos}, true
+		// A miss the pencils show is not solved, nor its records made
+		// (over a long column they stack thousands of rows).
+		if f, ok := share(c.plan, p2); !ok || !missesAt(f) {
+			recs2, all := Records(c.w, p2, nil)
+			if !all {
+				return asItIs()
+			}
+			if es2, ok := with(recs2, 1); ok && meets(w, es2, target, roundingVariance) {
+				c.plan = p2
+				return &Combined{Candidate: c, after: es2, solved: combos}, true
+			}
 		}
 		// One noise: p2 has the share v/v₂ of the plan's information and
 		// needed hi. Several: 3% more.
@@ -578,5 +646,41 @@ func (pol *Policy) leastCombined(w *compile.Workload, doms []*domain, c Candidat
 		}
 		more(f)
 	}
-	return out, true
+	return asItIs()
+}
+
+// clearMiss is the relative excess of a variance over its target that
+// rounding cannot explain: a pencil's variances are a solve's to about
+// 1e-12 (planner.Pencil).
+const clearMiss = 1e-6
+
+// share is the share of p's information that p2, p recalibrated, holds:
+// ok for a plan of one noise (Direct or Kronecker, no noise per
+// aggregate), whose records' noise variances all scale by v₂/v, so that
+// p2's records are p's at weight f = v/v₂ (up to rounding).
+func share(p, p2 *planner.Plan) (f float64, ok bool) {
+	if (p.Kind != planner.Direct && p.Kind != planner.Kronecker) || p.AggNoise != nil || p2.AggNoise != nil {
+		return 0, false
+	}
+	f = p.NoiseVariance / p2.NoiseVariance
+	return f, f > 0 && !math.IsInf(f, 0)
+}
+
+// pencils are the domains' systems with recs as pencils (see
+// planner.Pencil), nil where a domain is dense, no rec joins it, or its
+// stored blocks do not identify every cell; nil when none has one.
+func pencils(doms []*domain, recs []*measure.Measurement) []*planner.Pencil {
+	var pens []*planner.Pencil
+	for i, dm := range doms {
+		if !dm.blocked() {
+			continue
+		}
+		if p, _, ok := dm.g.Pencil(dm.reduceAll(recs)); ok {
+			if pens == nil {
+				pens = make([]*planner.Pencil, len(doms))
+			}
+			pens[i] = p
+		}
+	}
+	return pens
 }

@@ -314,16 +314,23 @@ type combination struct {
 // lists the stored measurements that joined. With recs, combos are the
 // domains' combined systems; prior, when given, are combinations with
 // the same structure (scored before measuring), whose factorisations
-// serve when the information matrices are equal bit for bit.
-func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination) (es *Estimated, used []int64, all bool, combos []*combination) {
+// serve when the information matrices are equal bit for bit. pens, when
+// given, are the domains' pencils with recs (nil where a domain has
+// none): a domain with one is answered from it at f, variances only, and
+// its combination left out of combos.
+func estimate(w *compile.Workload, doms []*domain, recs []*measure.Measurement, f float64, prior []*combination, pens []*planner.Pencil) (es *Estimated, used []int64, all bool, combos []*combination) {
 	es = &Estimated{Vals: make([][][]float64, len(w.Queries)), Vars: make([][][]float64, len(w.Queries))}
 	all = true
 	for i, d := range doms {
 		used = append(used, d.g.Used...)
 		var est *planner.Estimate
-		if len(recs) == 0 {
+		switch {
+		case len(recs) == 0:
 			est = d.solved.estimate()
-		} else {
+		case i < len(pens) && pens[i] != nil:
+			est = pens[i].At(f)
+			combos = append(combos, &combination{})
+		default:
 			cb := &combination{g: d.g.Clone()}
 			for k, r := range recs {
 				if r, ok := d.reduce(r); ok && cb.g.Add(r, f) {
@@ -427,15 +434,15 @@ func answerVectors(w *compile.Workload, q int, d *domain) [][]vector {
 			}
 			on[i] = nt
 		}
-		dense := planner.Dense(on, sizes)
+		nz, xs := nonZero(on, sizes, n)
 		cells := make([][]int, groups)
 		ws := make([][]float64, groups)
 		var seen map[[2]int]bool // over classes, each (group, class) once
 		if d.cls != nil {
 			seen = map[[2]int]bool{}
 		}
-		for c, x := range dense {
-			if x != 0 {
+		for i, c := range nz {
+			if x := xs[i]; x != 0 {
 				g := groupOf[c]
 				if d.lift != nil {
 					c = d.lift(c)
@@ -457,4 +464,90 @@ func answerVectors(w *compile.Workload, q int, d *domain) [][]vector {
 		out = append(out, vs)
 	}
 	return out
+}
+
+// nonZero is planner.Dense(l, sizes)'s entries that are not zero (some
+// may be, where terms cancel), by cell ascending, bit for bit: over a
+// long column an answer reads few cells (a day of a year of hours), and
+// a dense vector per answer cost more than the search that reads them.
+// Terms whose supports are a large part of the n cells are summed
+// densely.
+func nonZero(l compile.Linear, sizes []int, n int) (cells []int, xs []float64) {
+	support := 0.0
+	for _, t := range l {
+		s := 1.0
+		for j, f := range t.Factors {
+			if f == nil {
+				s *= float64(sizes[j])
+				continue
+			}
+			k := 0
+			for _, x := range f {
+				if x != 0 {
+					k++
+				}
+			}
+			s *= float64(k)
+		}
+		support += s
+	}
+	if len(l) > 1 && support*8 > float64(n) || support > float64(n) {
+		for c, x := range planner.Dense(l, sizes) {
+			cells, xs = append(cells, c), append(xs, x)
+		}
+		return cells, xs
+	}
+	sum := map[int]float64{} // several terms: summed in their order, as Dense does
+	for _, t := range l {
+		cells, xs = termEntries(t, sizes, cells[:0], xs[:0])
+		if len(l) == 1 {
+			return cells, xs
+		}
+		for i, c := range cells {
+			sum[c] += xs[i]
+		}
+	}
+	cells, xs = cells[:0], xs[:0]
+	for c := range sum {
+		cells = append(cells, c)
+	}
+	slices.Sort(cells)
+	for _, c := range cells {
+		xs = append(xs, sum[c])
+	}
+	return cells, xs
+}
+
+// termEntries appends t's entries on its support (each factor's non-zero
+// coordinates; nil: all), by cell ascending: coef·f_0[i_0]·…·f_d[i_d]
+// multiplied from the last column to the first, as planner.Dense does.
+func termEntries(t compile.Term, sizes []int, cells []int, xs []float64) ([]int, []float64) {
+	var walk func(j, cell int)
+	d := len(sizes)
+	idx := make([]int, d)
+	value := func() float64 {
+		v := t.Coef
+		for j := d - 1; j >= 0; j-- {
+			if f := t.Factors[j]; f != nil {
+				v = f[idx[j]] * v
+			}
+		}
+		return v
+	}
+	walk = func(j, cell int) {
+		if j == d {
+			cells, xs = append(cells, cell), append(xs, value())
+			return
+		}
+		f := t.Factors[j]
+		for i := 0; i < sizes[j]; i++ {
+			if f != nil && f[i] == 0 {
+				continue
+			}
+			idx[j] = i
+			walk(j+1, cell*sizes[j]+i)
+		}
+	}
+	walk(0, 0)
+	return cells, xs
 }
