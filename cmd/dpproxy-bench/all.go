@@ -161,6 +161,13 @@ var benchSuites = []suite{
 		},
 	},
 	{
+		Name: "reuse-year-cost", Pkg: "./engine", Pattern: "^BenchmarkReuseYearDecisionCost$",
+		Small: size{"2x", nil}, Full: size{"5x", nil},
+		Figures: []figureSpec{
+			{Label: "a year of hours, fresh batch, stored-measurement reuse on / off", Bench: `^BenchmarkReuseYearDecisionCost/([\w/-]+)$`, Value: "ms_reuse_on", Baseline: "ms_reuse_off", Ratio: "on/off"},
+		},
+	},
+	{
 		Name: "reuse", Pkg: "./engine", Pattern: "^Benchmark(DashboardReuse|DashboardRefresh|TimeDashboardReuse)$",
 		Small: size{"2x", nil}, Full: size{"20x", nil},
 		Figures: []figureSpec{
