@@ -332,10 +332,28 @@ func (pol *Policy) choose(ctx context.Context, d *Decision, ms []*measure.Measur
 	// plan is scored; all are scored in the same order as one after the
 	// other, so the decision is the same.
 	unmet := pol.unmet(w, d.Before(), d.Target)
-	others := make(chan []Candidate, 1)
-	go func() { others <- pol.candidates(ctx, w, plan, unmet, search, work)[1:] }()
+	type planned struct {
+		cs     []Candidate
+		panicV any
+	}
+	others := make(chan planned, 1)
+	go func() {
+		// A panic while planning is re-raised on the request's goroutine,
+		// where the request's own recovery answers it, as when the
+		// candidates were planned there; here it would end the process.
+		defer func() {
+			if r := recover(); r != nil {
+				others <- planned{panicV: r}
+			}
+		}()
+		others <- planned{cs: pol.candidates(ctx, w, plan, unmet, search, work)[1:]}
+	}()
 	score(Candidate{w: w, plan: plan})
-	for _, c := range <-others {
+	got := <-others
+	if got.panicV != nil {
+		panic(got.panicV)
+	}
+	for _, c := range got.cs {
 		score(c)
 	}
 	if d.Pick == nil {
