@@ -102,20 +102,7 @@ func seq(from, n int) []int {
 //
 //	go test ./planner/ -run '^$' -bench 'BlockedYear(Pencil|Solve)'
 func BenchmarkBlockedYearPencil(b *testing.B) {
-	col := measure.Column{Name: "ts", Def: "hours", Size: 8760, Whole: true}
-	days := make([]float64, 365*8760)
-	for d := 0; d < 365; d++ {
-		for h := 0; h < 24; h++ {
-			days[d*8760+d*24+h] = 1
-		}
-	}
-	hourly := &measure.Measurement{ID: 1, Columns: []measure.Column{col}, Factors: [][]float64{nil}, Rows: []int{8760}, Variance: 2, Answers: make([]float64, 8760)}
-	daily := &measure.Measurement{ID: 2, Columns: []measure.Column{col}, Factors: [][]float64{days}, Rows: []int{365}, Variance: 3}
-	stored, _ := NewGLS([]measure.Column{col})
-	stored.Add(hourly, 1)
-	if _, ok := stored.Solve(); !ok {
-		b.Fatal("not solved")
-	}
+	stored, daily := yearOfHours(b)
 	cells, ones := make([]int, 24), make([]float64, 24)
 	for i := 0; i < b.N; i++ {
 		p, _, ok := stored.Pencil([]*measure.Measurement{daily})
