@@ -26,6 +26,16 @@ func num(t *testing.T, r *Result, row, col int) float64 {
 	return v
 }
 
+// engineLastEntry is eng's ledger's newest entry.
+func engineLastEntry(t *testing.T, eng *Engine) budget.Entry {
+	t.Helper()
+	es, err := eng.ledger.Entries(context.Background(), budget.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es[len(es)-1]
+}
+
 func lastEntry(t *testing.T, f *fixture) budget.Entry {
 	t.Helper()
 	es := f.entries(t)
@@ -420,13 +430,7 @@ func TestTimeDashboardReuse(t *testing.T) {
 	defer done()
 	vars := map[string]any{"dp_epsilon": 1.0}
 	s := session("analyst", vars)
-	last := func() budget.Entry {
-		es, err := eng.ledger.Entries(ctx, budget.Filter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return es[len(es)-1]
-	}
+	last := func() budget.Entry { return engineLastEntry(t, eng) }
 	if _, err := eng.Answer(ctx, s, []string{"SELECT DATE(ts) AS d, COUNT(*) FROM visits GROUP BY 1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -42,13 +42,7 @@ func TestYearOfHoursReuse(t *testing.T) {
 	eng.withoutNoise()
 	vars := map[string]any{"dp_epsilon": 1.0}
 	s := session("analyst", vars)
-	last := func() budget.Entry {
-		es, err := eng.ledger.Entries(ctx, budget.Filter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return es[len(es)-1]
-	}
+	last := func() budget.Entry { return engineLastEntry(t, eng) }
 	explain := func(q string) string {
 		ex, err := eng.Answer(ctx, s, []string{"EXPLAIN " + q})
 		if err != nil {

@@ -31,13 +31,7 @@ func nestedWindows() (dp, exact []string) {
 // checks the plans' sensitivities and their errors against the empirical
 // ones.)
 func TestLongTimeBatchesAreExact(t *testing.T) {
-	dir := t.TempDir()
-	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 5_000, 365*24*time.Hour)
-	db, err := sql.Open("sqlite", filepath.Join(dir, "visits.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dir, db := visitsOfAYear(t)
 	nestedDP, nestedExact := nestedWindows()
 	cases := []struct {
 		name      string
@@ -113,13 +107,7 @@ func sameAsSQLite(t *testing.T, db *sql.DB, exact string, r *Result) {
 // (which cannot use a long column's class form) is answered as before.
 // With the noise off every answer is SQLite's.
 func TestLongTimeStoredDaysServeLaterBatches(t *testing.T) {
-	dir := t.TempDir()
-	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 5_000, 365*24*time.Hour)
-	db, err := sql.Open("sqlite", filepath.Join(dir, "visits.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dir, db := visitsOfAYear(t)
 	eng, done := newTimeEngineCatalog(t, dir, longTimeCatalog)
 	defer done()
 	eng.withoutNoise()
@@ -167,4 +155,18 @@ func sameValue(got, want any) bool {
 		return ok && math.Abs(g-w) <= 1e-6*math.Max(1, math.Abs(w))
 	}
 	return fmt.Sprint(got) == fmt.Sprint(want)
+}
+
+// visitsOfAYear writes 5,000 visits over 2025 into a temporary directory
+// and opens them for the exact answers; the directory is the catalog's.
+func visitsOfAYear(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	dir := t.TempDir()
+	writeVisitsOver(t, filepath.Join(dir, "visits.sqlite"), 5_000, 365*24*time.Hour)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "visits.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return dir, db
 }
