@@ -100,14 +100,7 @@ func newSpace(w *compile.Workload) *space {
 			cs.full = append(cs.full, v)
 			cs.support = append(cs.support, nonZeros(v))
 		}
-		var rows [][]float64
-		if cs.n <= maxDenseOption {
-			// Only a column this short gets its workload as an option
-			// (columnOptions); a longer one grouped cell by cell would
-			// build a unit vector of its length per cell it needs.
-			rows = s.columnWorkload(j)
-		}
-		for _, o := range columnOptions(cs.n, rows) {
+		for _, o := range columnOptions(cs.n, func() [][]float64 { return s.columnWorkload(j) }) {
 			s.addOption(j, o)
 		}
 	}
@@ -234,11 +227,16 @@ func (s *space) columnWorkload(j int) [][]float64 {
 // columnOptions are the integer strategies for a column: identity,
 // hierarchical (b = 2, 4, 8, 16), the Haar wavelet and the column's own
 // workload rows (the last two built densely, so only up to maxDenseOption
-// cells).
-func columnOptions(n int, workloadRows [][]float64) []*colOpt {
+// cells). The workload rows are asked for only then: a longer column
+// grouped cell by cell would build a unit vector of its length per cell
+// it needs.
+func columnOptions(n int, workloadRows func() [][]float64) []*colOpt {
 	out := fixedOptions(n)
-	if workloadRows != nil && n <= maxDenseOption {
-		if cs, err := Rows("workload", n, workloadRows); err == nil {
+	if n > maxDenseOption {
+		return out
+	}
+	if rows := workloadRows(); rows != nil {
+		if cs, err := Rows("workload", n, rows); err == nil {
 			out = append(out, optFromStrategy(cs))
 		}
 	}
