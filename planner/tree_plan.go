@@ -17,8 +17,9 @@ import (
 const longColumn = 2048
 
 // LongStrategy is a column strategy kept structured, never as a matrix: a
-// weighted Tree, a BlockPrefix, or the square-root factorisation of the
-// prefix matrix. Exactly one of Tree, Blocks and Sqrt is set.
+// weighted Tree, a BlockPrefix, the square-root factorisation of the
+// prefix matrix, or the Gaussian dual's strategy. Exactly one of Tree,
+// Blocks, Sqrt and Dual is set.
 type LongStrategy struct {
 	Name string
 	// Tree is the strategy when it is a tree.
@@ -30,6 +31,10 @@ type LongStrategy struct {
 	// matrix, C_ij = c_{i−j}, c_k = binom(2k, k)/4ᵏ (the Taylor
 	// coefficients of (1 − x)^(−1/2)). Its error with decoder C is exact.
 	Sqrt int
+	// Dual is the weights u of the Gaussian dual (long_gauss.go): the
+	// strategy is any A with AᵀA = X(u)/max_i X(u)_ii, X(u) =
+	// U^{-1/2}(U^{1/2}GU^{1/2})^{1/2}U^{-1/2} for the prefix Gram G.
+	Dual []float64
 }
 
 // sqrtCoefficient iterates c_k: c_0 = 1, c_{k+1} = c_k·(2k+1)/(2k+2).
@@ -149,7 +154,10 @@ func treePrefixOption(ctx context.Context, n, b int, fam catalog.NoiseFamily) (*
 // where the binary tree, deepest and slowest, is never the best: 1.7 and
 // 32 times the SVD bound at 2²⁰ against 1.08 for the square root and 14
 // for T16) and the square-root factorisation, each error exact, in
-// O(n·depth) per evaluation; and, for Laplace noise, the block strategies
+// O(n·depth) per evaluation; for Gaussian noise, the dual's strategy
+// (dualPrefixOption: within 2.3% of the optimum's lower bound from 8,760
+// to 2²⁰ cells, against 11.5% and 8.1% for the square root), its error
+// exact in O(n·nodes); and, for Laplace noise, the block strategies
 // (evalBlockPrefix), each error exact in O(M² + B²) per evaluation after
 // an O(M³) eigendecomposition.
 func (pl *Planner) evalLongPrefix(ctx context.Context, n int, fam catalog.NoiseFamily) ([]colEval, error) {
@@ -172,6 +180,14 @@ func (pl *Planner) evalLongPrefix(ctx context.Context, n int, fam catalog.NoiseF
 	t0 := time.Now()
 	o, e := sqrtPrefixOption(n)
 	out = append(out, colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
+	if fam == catalog.Gaussian {
+		t0 := time.Now()
+		o, e, err := dualPrefixOption(ctx, n, longDualBase)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, colEval{opt: o, err: e, seconds: time.Since(t0).Seconds()})
+	}
 	blocks, err := pl.evalBlockPrefix(ctx, n, fam)
 	if err != nil {
 		return nil, err

@@ -52,8 +52,8 @@ func TestLongPrefixOptionsAgainstDense(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ce := range evals {
-			if ce.opt.long.Blocks != nil {
-				continue // over a padded domain: TestBlockPrefixAgainstDense
+			if ce.opt.long.Blocks != nil || ce.opt.long.Dual != nil {
+				continue // TestBlockPrefixAgainstDense, TestDualPrefixAgainstDense
 			}
 			a := longMatrix(ce.opt, fam)
 			r, _ := a.Dims()
@@ -115,6 +115,11 @@ func TestChooseKroneckerLongPrefix(t *testing.T) {
 		// weighted trees (11.24 ×).
 		if fam == catalog.Laplace && (plan.Long[0].Blocks == nil || ratio > 8.5) {
 			t.Fatalf("laplace: best %s at %.4g × the SVD bound, want a block strategy below 8.5", best.Name, ratio)
+		}
+		// Gaussian: the dual's strategy (1.021 ×) beats the square root
+		// (1.115 ×) and the dense optimum at 1,024 cells (1.032 ×).
+		if fam == catalog.Gaussian && (plan.Long[0].Dual == nil || ratio > 1.025) {
+			t.Fatalf("gaussian: best %s at %.4g × the SVD bound, want the dual's below 1.025", best.Name, ratio)
 		}
 	}
 }

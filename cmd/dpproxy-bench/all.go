@@ -132,6 +132,14 @@ var benchSuites = []suite{
 		},
 	},
 	{
+		Name: "long-prefix", Pkg: "./planner", Pattern: "^BenchmarkLongPrefix$",
+		Small: size{"1x", nil}, Full: size{"1x", []string{"DPPROXY_BENCH_LONG_PREFIX=1048576"}},
+		Figures: []figureSpec{
+			{Label: "long prefix column, error × SVD bound / the dense plan's at 1,024 cells", Bench: `^BenchmarkLongPrefix/(\w+/\d+)$`, Value: "x-svd", Baseline: "x-svd-1024"},
+			{Label: "long prefix column, planning / the dense plan at 1,024 cells", Bench: `^BenchmarkLongPrefix/(\w+/\d+)$`, Value: "plan-ms", Baseline: "plan-ms-1024"},
+		},
+	},
+	{
 		Name: "time-dashboard", Pkg: "./engine", Pattern: "^BenchmarkTimeDashboard$",
 		Small: size{"1x", nil}, Full: size{"3x", nil},
 		Figures: []figureSpec{
