@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -32,9 +33,23 @@ var longPanels = []struct{ name, dp, exact string }{
 	{"median", "SELECT DP_MEDIAN(ts) FROM visits", "SELECT ts FROM visits ORDER BY ts LIMIT 1 OFFSET 25000"},
 }
 
+// longDashboard is four panels in one batch over five years of hourly
+// bins (hourly over a week, weekly, monthly and daily over a year),
+// planned together as one Kronecker product over the classes of hours
+// they tell apart; its baseline is SQLite's four exact queries.
+var longDashboard = []struct{ dp, exact string }{
+	{longPanels[0].dp, longPanels[0].exact},
+	{"SELECT YEARWEEK(ts) AS w, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1",
+		"SELECT strftime('%Y%W', ts) AS w, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1"},
+	{"SELECT STR_TO_DATE(CONCAT(DATE_FORMAT(ts, '%Y-%m'), '-01'), '%Y-%m-%d') AS m, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1",
+		"SELECT strftime('%Y-%m-01', ts) AS m, COUNT(*) FROM visits WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1"},
+	{longPanels[1].dp, longPanels[1].exact},
+}
+
 // BenchmarkLongTimePanels answers each of longPanels cold (a fresh engine)
 // over five years of hourly bins, 50,000 visits, with SQLite's exact query
-// in the same run; it reports milliseconds and the ratio.
+// in the same run, and then the four panels of longDashboard in one batch
+// against SQLite's four queries; it reports milliseconds and the ratio.
 //
 //	go test ./engine/ -run '^$' -bench LongTimePanels -benchtime 3x
 func BenchmarkLongTimePanels(b *testing.B) {
@@ -63,4 +78,38 @@ func BenchmarkLongTimePanels(b *testing.B) {
 			b.ReportMetric(dp.Seconds()/exact.Seconds(), "ratio")
 		})
 	}
+	b.Run("dashboard", func(b *testing.B) {
+		var batch []string
+		for _, p := range longDashboard {
+			batch = append(batch, p.dp)
+		}
+		var dp, exact time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			eng, done := newTimeEngineCatalog(b, dir, longTimeCatalog)
+			b.StartTimer()
+			t0 := time.Now()
+			if _, err := eng.Answer(context.Background(), session("analyst", nil), batch); err != nil {
+				b.Fatal(err)
+			}
+			dp += time.Since(t0)
+			b.StopTimer()
+			done()
+			t0 = time.Now()
+			for _, p := range longDashboard {
+				rows, err := db.Query(p.exact)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for rows.Next() {
+				}
+				rows.Close()
+			}
+			exact += time.Since(t0)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(dp.Milliseconds())/float64(b.N), "dp-ms/op")
+		b.ReportMetric(float64(exact.Milliseconds())/float64(b.N), "sqlite-ms/op")
+		b.ReportMetric(dp.Seconds()/exact.Seconds(), "ratio")
+	})
 }

@@ -41,6 +41,11 @@ func TestLongTimeBatchesAreExact(t *testing.T) {
 		{"hourly week", []string{longPanels[0].dp}, []string{longPanels[0].exact}, "workload"},
 		{"a year of days", []string{longPanels[1].dp}, []string{longPanels[1].exact}, "workload"},
 		{"nested windows per device", nestedDP, nestedExact, "kron(ts[10 classes]:"},
+		// A dashboard in one batch: a Kronecker plan over the classes of
+		// hours the panels tell apart, kept in class form through exec.
+		{"hourly, monthly and daily panels in one batch",
+			[]string{longDashboard[0].dp, longDashboard[2].dp, longDashboard[3].dp},
+			[]string{longDashboard[0].exact, longDashboard[2].exact, longDashboard[3].exact}, "kron(ts["},
 		// GROUP BY ts cell by cell under a WHERE on it: the identity over
 		// the month's 744 hours, never optimised or stored as 43,824².
 		{"a month of hours, cell by cell", []string{"SELECT ts, COUNT(*) FROM visits WHERE ts >= '2025-12-01' GROUP BY ts"},

@@ -139,6 +139,9 @@ func measure(p *planner.Plan, c *Counts, r Sampler) (*Answers, error) {
 		}
 		for j, f := range p.Factors {
 			y, shape = modeProduct(y, shape, j, f.Pinv)
+			if f.Classes != nil {
+				y, shape = spreadMode(y, shape, j, f)
+			}
 		}
 		for q, qu := range w.Queries {
 			var vals, vars [][]float64
@@ -384,6 +387,13 @@ func exactKronecker(x []float64, sizes []int, factors []*planner.ColumnStrategy,
 			return nil, fmt.Errorf("exec: histogram cell %v is not an integer", v)
 		}
 		total += math.Abs(v)
+	}
+	if inClassForm(factors) {
+		// Class-form factors measure the per-class sums.
+		if !poolExact(total) {
+			return nil, errPoolInexact
+		}
+		x, sizes = poolClasses(x, sizes, factors)
 	}
 	bound := math.Max(total, 1)
 	for _, f := range factors {

@@ -176,12 +176,13 @@ func measuredSensitivity(w *compile.Workload, p *planner.Plan, gauss bool) float
 	case planner.Kronecker:
 		s := 1.0
 		for _, f := range p.Factors {
-			m, n := f.A.Dims()
+			a, _ := f.CellMatrices() // over the column's cells
+			m, n := a.Dims()
 			best := 0.0
 			for i := 0; i < n; i++ {
 				col := make([]float64, m)
 				for r := range col {
-					col[r] = f.A.At(r, i)
+					col[r] = a.At(r, i)
 				}
 				best = math.Max(best, norm(col))
 			}

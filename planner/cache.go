@@ -192,6 +192,7 @@ func planBytes(p *Plan) int64 {
 		if f.A != nil {
 			n += dense(f.A)
 		}
+		n += 8 * int64(len(f.Classes))
 		if f.Pinv != nil {
 			n += dense(f.Pinv)
 		}

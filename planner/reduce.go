@@ -7,7 +7,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
-	"gonum.org/v1/gonum/mat"
 )
 
 // Planning long columns over the classes of cells the batch tells apart.
@@ -43,8 +42,8 @@ import (
 //
 // The plan is returned over the batch's own workload (reduction.restore):
 // a Direct plan is unchanged (its scale and sensitivity are the reduced
-// ones), a Kronecker plan's factor on a reduced column is expanded to
-// A_r·P with the reconstruction Pᵀ·D⁻¹·A_r⁺ (expandFactor). Marginal plans
+// ones), a Kronecker plan's factor on a reduced column becomes A_r·P with
+// the reconstruction Pᵀ·D⁻¹·A_r⁺, kept in class form (expandFactor). Marginal plans
 // are not planned over classes: when the reduced batch would consider
 // them, or its product domain is over the cell limit, the batch is planned
 // as compiled.
@@ -204,34 +203,16 @@ func (red *reduction) restore(p *Plan) {
 	}
 	for j, classOf := range red.classOf {
 		if classOf != nil {
-			p.Factors[j] = expandFactor(p.Factors[j], classOf, red.classes[j])
+			p.Factors[j] = expandFactor(p.Factors[j], classOf)
 		}
 	}
 }
 
-// expandFactor is cs, a strategy over r classes, over the column's cells:
-// A = A_r·P (m × n) and A⁺ = Pᵀ·D⁻¹·A_r⁺ (n × m), with A_r's norms and
-// grid. The n × n error form is never built: the plan's variances are the
-// reduced plan's forms.
-func expandFactor(cs *ColumnStrategy, classOf []int, r int) *ColumnStrategy {
-	n := len(classOf)
-	size := make([]float64, r)
-	for _, c := range classOf {
-		if c >= 0 {
-			size[c]++
-		}
-	}
-	m, _ := cs.A.Dims()
-	a := mat.NewDense(m, n, nil)
-	pinv := mat.NewDense(n, m, nil)
-	for i, c := range classOf {
-		if c < 0 {
-			continue
-		}
-		for k := 0; k < m; k++ {
-			a.Set(k, i, cs.A.At(k, c))
-			pinv.Set(i, k, cs.Pinv.At(c, k)/size[c])
-		}
-	}
-	return &ColumnStrategy{Name: cs.Name, A: a, Pinv: pinv, L1: cs.L1, L2: cs.L2, Grid: cs.Grid}
+// expandFactor is cs, a strategy over r classes, over the column's cells
+// in class form (ColumnStrategy.Classes): A = A_r·P and A⁺ = Pᵀ·D⁻¹·A_r⁺,
+// kept as A_r, A_r⁺ and the class map, never as m × n matrices. The n × n
+// error form is never built either: the plan's variances are the reduced
+// plan's forms.
+func expandFactor(cs *ColumnStrategy, classOf []int) *ColumnStrategy {
+	return &ColumnStrategy{Name: cs.Name, A: cs.A, Pinv: cs.Pinv, L1: cs.L1, L2: cs.L2, Grid: cs.Grid, Classes: classOf}
 }

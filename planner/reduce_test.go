@@ -1,11 +1,13 @@
 package planner
 
 import (
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/catalog"
 	"github.com/dpproxy/dpproxy/compile"
+	"gonum.org/v1/gonum/mat"
 )
 
 // dayFactors are per-day indicators over days·24 hourly cells of a
@@ -135,8 +137,37 @@ func TestReducedKroneckerPlans(t *testing.T) {
 	if p.Kind != Kronecker || p.Workload != w {
 		t.Fatalf("plan %s of kind %v, want a Kronecker plan over the batch", p.Name, p.Kind)
 	}
-	if m, cells := p.Factors[0].A.Dims(); cells != n || m < 10 {
-		t.Fatalf("factor %d × %d, want ≥ 10 rows over %d cells", m, cells, n)
+	f := p.Factors[0]
+	m, classes := f.A.Dims()
+	if len(f.Classes) != n || f.Cells() != n || classes >= n || m < 10 {
+		t.Fatalf("factor %d × %d over %d cells in class form, want ≥ 10 rows over fewer classes than %d cells", m, classes, len(f.Classes), n)
+	}
+	// Over the cells it is A·P with reconstruction Pᵀ·D⁻¹·A⁺: A⁺·A·x = x
+	// for every x constant on the classes and 0 outside them.
+	a, pinv := f.CellMatrices()
+	if r, c := a.Dims(); r != m || c != n {
+		t.Fatalf("A over the cells is %d × %d", r, c)
+	}
+	x := make([]float64, n)
+	for i, c := range f.Classes {
+		if c >= 0 {
+			x[i] = float64(c%7) + 1
+		}
+	}
+	var y, back mat.VecDense
+	y.MulVec(a, mat.NewVecDense(n, x))
+	back.MulVec(pinv, &y)
+	for i := range x {
+		if math.Abs(back.AtVec(i)-x[i]) > 1e-9 {
+			t.Fatalf("cell %d: A⁺·A·x = %v, x = %v", i, back.AtVec(i), x[i])
+		}
+	}
+	// Its digest is the digest of the same plan with the factor over the
+	// cells: audit verify --replan compares digests made by either form.
+	dense := *p
+	dense.Factors = []*ColumnStrategy{{Name: f.Name, A: a, Pinv: pinv, L1: f.L1, L2: f.L2, Grid: f.Grid}}
+	if p.StrategyDigest() != dense.StrategyDigest() {
+		t.Fatal("class form changes the strategy digest")
 	}
 	alts, err := (&Planner{noCache: true}).Alternatives(t.Context(), w, opt, 4)
 	if err != nil {

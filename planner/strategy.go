@@ -29,6 +29,16 @@ type ColumnStrategy struct {
 	// strategies rounded to the grid (see gridLaplace).
 	Grid float64
 
+	// Classes, when set, puts the strategy over a long column's classes
+	// (reduce.go): A (m × r) and Pinv (r × m) are over the r classes, and
+	// over the column's n = len(Classes) cells the strategy is A·P and its
+	// reconstruction Pᵀ·D⁻¹·Pinv, with P the r × n partition matrix
+	// (Classes[i] = −1: a cell in no class, a zero column) and D the class
+	// sizes. The same matrix, kept at m × r instead of m × n: a year of
+	// days over five years of hours is 365 × 365, not 365 × 43,824 twice.
+	// Gram and gramFactor are not set in this form.
+	Classes []int
+
 	// gramFactor, when set, is C with (AᵀA)⁻¹ = C·Cᵀ. Optimised Gaussian
 	// strategies over more than maxDenseGram cells keep only the factor and
 	// leave Gram nil.
@@ -91,6 +101,53 @@ func newColumnStrategy(name string, a *mat.Dense) (*ColumnStrategy, error) {
 	}
 	cs.Pinv, cs.Gram, cs.FullRank = inv, gram, rank == n
 	return cs, nil
+}
+
+// Cells is the number of cells the strategy measures: A's columns, or
+// the column's cells in class form.
+func (cs *ColumnStrategy) Cells() int {
+	if cs.Classes != nil {
+		return len(cs.Classes)
+	}
+	_, n := cs.A.Dims()
+	return n
+}
+
+// ClassSizes is the number of cells in each class of a strategy in class
+// form.
+func (cs *ColumnStrategy) ClassSizes() []float64 {
+	_, r := cs.A.Dims()
+	size := make([]float64, r)
+	for _, c := range cs.Classes {
+		if c >= 0 {
+			size[c]++
+		}
+	}
+	return size
+}
+
+// CellMatrices is A and A⁺ over the column's cells: the fields
+// themselves, or in class form A·P and Pᵀ·D⁻¹·Pinv built densely (for
+// tests and small columns: m × n each).
+func (cs *ColumnStrategy) CellMatrices() (a, pinv *mat.Dense) {
+	if cs.Classes == nil {
+		return cs.A, cs.Pinv
+	}
+	n := len(cs.Classes)
+	size := cs.ClassSizes()
+	m, _ := cs.A.Dims()
+	a = mat.NewDense(m, n, nil)
+	pinv = mat.NewDense(n, m, nil)
+	for i, c := range cs.Classes {
+		if c < 0 {
+			continue
+		}
+		for k := 0; k < m; k++ {
+			a.Set(k, i, cs.A.At(k, c))
+			pinv.Set(i, k, cs.Pinv.At(c, k)/size[c])
+		}
+	}
+	return a, pinv
 }
 
 // GramMatrix returns (AᵀA)⁺, materialising it from the strategy's factor

@@ -120,6 +120,10 @@ func kroneckerRecord(p *planner.Plan, cols []measure.Column, ans *exec.Answers, 
 		if isIdentity(f) {
 			continue
 		}
+		if f.Classes != nil {
+			setClassFactor(m, j, f)
+			continue
+		}
 		raw := f.A.RawMatrix()
 		rows := make([][]float64, r)
 		for i := range rows {
@@ -211,6 +215,63 @@ func setFactor(m *measure.Measurement, j int, rows [][]float64) {
 	m.Factors[j] = data
 }
 
+// setClassFactor sets m's factor on column j to f, a strategy in class
+// form, exactly as setFactor would from its rows over the cells, without
+// building them: the classes of cells with equal, not all-zero columns,
+// numbered in order of their first cell, and the factor over them — or,
+// when setFactor would keep the factor over cells, the rows over cells.
+func setClassFactor(m *measure.Measurement, j int, f *planner.ColumnStrategy) {
+	rows, k := f.A.Dims()
+	n := m.Columns[j].Size
+	raw := f.A.RawMatrix()
+	over := make([][]float64, rows) // the rows over f's classes
+	for i := range over {
+		over[i] = raw.Data[i*raw.Stride : i*raw.Stride+k]
+	}
+	if n == len(f.Classes) && n > classFormAbove && rows < n {
+		if ofClass, fc, ok := measure.InClasses(over, k); ok {
+			// Compose cell → plan class → class, renumbered by first cell.
+			of := make(measure.ClassMap, n)
+			renum := map[int32]int32{}
+			var order []int32 // the classes, by first cell
+			for i, c := range f.Classes {
+				of[i] = -1
+				if c < 0 || ofClass[c] < 0 {
+					continue
+				}
+				id, seen := renum[ofClass[c]]
+				if !seen {
+					id = int32(len(order))
+					renum[ofClass[c]] = id
+					order = append(order, ofClass[c])
+				}
+				of[i] = id
+			}
+			kc := len(fc) / max(rows, 1)
+			if len(order) == kc && len(fc) < rows*n {
+				factor := make([]float64, len(fc))
+				for r := 0; r < rows; r++ {
+					for id, old := range order {
+						factor[r*kc+id] = fc[r*kc+int(old)]
+					}
+				}
+				if m.Classes == nil {
+					m.Classes = make([]measure.ClassMap, len(m.Columns))
+				}
+				m.Factors[j], m.Classes[j] = factor, of
+				return
+			}
+		}
+	}
+	cells, _ := f.CellMatrices()
+	craw := cells.RawMatrix()
+	full := make([][]float64, rows)
+	for i := range full {
+		full[i] = craw.Data[i*craw.Stride : i*craw.Stride+len(f.Classes)]
+	}
+	setFactor(m, j, full)
+}
+
 // stackable reports the column along which m (one row) can be stacked
 // under cur: both over the same columns, with the same noise, one answer
 // per row, and factors equal on every column but k (j when cur is stacked
@@ -245,6 +306,9 @@ func anyLive(qu *compile.Query, a int) bool {
 }
 
 func isIdentity(f *planner.ColumnStrategy) bool {
+	if f.Classes != nil {
+		return false // planned over classes: fewer classes than cells
+	}
 	r, n := f.A.Dims()
 	if r != n {
 		return false

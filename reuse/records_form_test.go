@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/measure"
+	"github.com/dpproxy/dpproxy/planner"
+	"gonum.org/v1/gonum/mat"
 )
 
 // The one-row records of a year of DATE(ts) over five years of hours
@@ -64,6 +66,53 @@ func TestLiveRows(t *testing.T) {
 	} {
 		if got := liveRows(v, []int{0, 1}, tc.live, sizes); !slices.Equal(got, tc.want) {
 			t.Errorf("live %v: %v, want %v", tc.live, got, tc.want)
+		}
+	}
+}
+
+// A Kronecker plan's factor in class form is recorded exactly as its rows
+// over the cells would be (setFactor): the same classes, numbered by first
+// cell, merged where two plan classes have equal columns, none where a
+// plan class's column is zero; and over the cells when the column is short.
+func TestSetClassFactorMatchesSetFactor(t *testing.T) {
+	for _, n := range []int{3000, 600} {
+		// Plan classes 0–5 in runs, cells in none at both ends; classes 1 and
+		// 4 have equal columns, class 3 a zero column, and the classes are
+		// numbered out of cell order.
+		classes := make([]int, n)
+		for i := range classes {
+			switch {
+			case i < 10 || i >= n-7:
+				classes[i] = -1
+			default:
+				classes[i] = []int{2, 0, 1, 4, 3, 5}[(i/37)%6]
+			}
+		}
+		a := mat.NewDense(3, 6, []float64{
+			1, 2, 0, 0, 2, 5,
+			0, 1, 1, 0, 1, 0,
+			3, 0, 0, 0, 0, -1,
+		})
+		f := &planner.ColumnStrategy{Name: "over classes", A: a, Pinv: mat.NewDense(6, 3, nil), L1: 4, L2: 1, Grid: 1, Classes: classes}
+		col := measure.Column{Name: "h", Def: "d", Size: n}
+		got := &measure.Measurement{Columns: []measure.Column{col}, Factors: make([][]float64, 1), Rows: []int{3}}
+		setClassFactor(got, 0, f)
+		cells, _ := f.CellMatrices()
+		raw := cells.RawMatrix()
+		rows := make([][]float64, 3)
+		for i := range rows {
+			rows[i] = raw.Data[i*raw.Stride : i*raw.Stride+n]
+		}
+		want := &measure.Measurement{Columns: []measure.Column{col}, Factors: make([][]float64, 1), Rows: []int{3}}
+		setFactor(want, 0, rows)
+		if !slices.Equal(got.Factors[0], want.Factors[0]) || (got.Classes == nil) != (want.Classes == nil) {
+			t.Fatalf("n %d: factor %v, want %v", n, got.Factors[0], want.Factors[0])
+		}
+		if want.Classes != nil && !slices.Equal(got.Classes[0], want.Classes[0]) {
+			t.Fatalf("n %d: classes differ", n)
+		}
+		if n > classFormAbove && want.Classes == nil {
+			t.Fatalf("n %d: want class form", n)
 		}
 	}
 }
