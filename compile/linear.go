@@ -49,33 +49,47 @@ func canonical(f Factor) Factor {
 // hourly bins each DATE(ts) group's factor is 43,824 values, and factors
 // are never modified once built.
 func mulFactor(a, b Factor) Factor {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	if productIs(a, b, b) {
-		return b
-	}
-	if productIs(b, a, a) {
-		return a
-	}
-	out := make(Factor, len(a))
-	for i := range a {
-		out[i] = a[i] * b[i]
-	}
-	return out
+	f, _ := mulFactorZero(a, b)
+	return f
 }
 
-// productIs reports whether a∘b = p, bit for bit.
-func productIs(a, b, p Factor) bool {
-	for i := range a {
-		if x := a[i] * b[i]; math.Float64bits(x) != math.Float64bits(p[i]) {
-			return false
-		}
+// mulFactorZero is mulFactor and whether the product is all zeros, found
+// in the same passes (an indicator's first non-zero is anywhere in its
+// 43,824 cells, and Mul asks of every product).
+func mulFactorZero(a, b Factor) (Factor, bool) {
+	if a == nil {
+		return b, isZero(b)
 	}
-	return true
+	if b == nil {
+		return a, isZero(a)
+	}
+	if ok, zero := productIs(a, b, b); ok {
+		return b, zero
+	}
+	if ok, zero := productIs(b, a, a); ok {
+		return a, zero
+	}
+	out := make(Factor, len(a))
+	zero := true
+	for i := range a {
+		out[i] = a[i] * b[i]
+		zero = zero && out[i] == 0
+	}
+	return out, zero
+}
+
+// productIs reports whether a∘b = p, bit for bit, and if so whether p is
+// all zeros.
+func productIs(a, b, p Factor) (ok, zero bool) {
+	zero = true
+	for i := range a {
+		x := a[i] * b[i]
+		if math.Float64bits(x) != math.Float64bits(p[i]) {
+			return false, false
+		}
+		zero = zero && x == 0
+	}
+	return true, zero
 }
 
 func isZero(f Factor) bool {
@@ -105,8 +119,9 @@ func Mul(a, b Linear) Linear {
 			t := Term{Coef: ta.Coef * tb.Coef, Factors: make([]Factor, len(ta.Factors))}
 			zero := false
 			for j := range ta.Factors {
-				t.Factors[j] = canonical(mulFactor(ta.Factors[j], tb.Factors[j]))
-				if isZero(t.Factors[j]) {
+				f, z := mulFactorZero(ta.Factors[j], tb.Factors[j])
+				t.Factors[j] = canonical(f)
+				if z {
 					zero = true
 					break
 				}

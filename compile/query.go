@@ -21,8 +21,11 @@ type queryCompiler struct {
 	bases     []Linear
 	groups    []Linear
 	groupVals [][]val
-	exprKeys  []parser.Expr
-	items     map[string]int // item definitions already compiled → index
+	// inGroup[e] is base times groups[e] (rows computes them; expand
+	// reuses them for a base aggregate equal to base, COUNT(*)'s).
+	inGroup  []Linear
+	exprKeys []parser.Expr
+	items    map[string]int // item definitions already compiled → index
 }
 
 // maxGroups bounds the groups of the GROUP BY expressions of one query.
@@ -347,8 +350,10 @@ func (qc *queryCompiler) rows() {
 		return
 	}
 	q.Rows = []Row{}
+	qc.inGroup = make([]Linear, len(qc.groups))
 	for e, ind := range qc.groups {
-		cnt := countPerGroup(Mul(qc.base, ind), sizes, q.GroupCols)
+		qc.inGroup[e] = Mul(qc.base, ind)
+		cnt := countPerGroup(qc.inGroup[e], sizes, q.GroupCols)
 		for g, n := range cnt {
 			if n > 0.5 {
 				q.Rows = append(q.Rows, Row{Plain: int32(g), Expr: int32(e)})
@@ -484,7 +489,12 @@ func (qc *queryCompiler) expand() {
 	q.Bases = len(qc.bases)
 	sizes := qc.w.Sizes()
 	for _, b := range qc.bases {
-		for _, ind := range qc.groups {
+		reuse := qc.inGroup != nil && linearEqual(b, qc.base)
+		for e, ind := range qc.groups {
+			if reuse {
+				q.Aggregates = append(q.Aggregates, qc.inGroup[e])
+				continue
+			}
 			q.Aggregates = append(q.Aggregates, Mul(b, ind))
 		}
 	}
@@ -500,22 +510,17 @@ func nonZeroEverywhere(l Linear, groupCols []int) bool {
 	if len(l) != 1 || l[0].Coef == 0 {
 		return false
 	}
-	grouped := map[int]bool{}
-	for _, j := range groupCols {
-		grouped[j] = true
-	}
 	for j, f := range l[0].Factors {
 		if f == nil {
 			continue
 		}
-		nonzero := false
-		for _, x := range f {
-			if x == 0 && grouped[j] {
+		if slices.Contains(groupCols, j) {
+			if slices.Contains(f, 0) {
 				return false
 			}
-			nonzero = nonzero || x != 0
+			continue
 		}
-		if !nonzero {
+		if !slices.ContainsFunc(f, func(x float64) bool { return x != 0 }) {
 			return false
 		}
 	}
