@@ -479,7 +479,11 @@ func axpy(dst []float64, c float64, x []float64) {
 }
 
 // hashFloats is a 128-bit FNV-1a style digest of the values' bit patterns:
-// a cache key, not a security boundary.
+// a cache key, not a security boundary. Each vector is mixed sparsely, as
+// its length, its non-zero entries' (index, bits) and its length again
+// (an index no entry has, ending it): the factors of time buckets are
+// mostly zeros (a day of five years of hours is 24 of 43,824), and 0 and
+// −0, equal as factors, hash alike.
 func hashFloats(n int, rows [][]float64, k [][]float64, d []float64) string {
 	const prime = 1099511628211
 	h1, h2 := uint64(14695981039346656037), uint64(0x9e3779b97f4a7c15)
@@ -493,9 +497,13 @@ func hashFloats(n int, rows [][]float64, k [][]float64, d []float64) string {
 		mix(uint64(len(set)))
 		for _, r := range set {
 			mix(uint64(len(r)))
-			for _, v := range r {
-				mix(math.Float64bits(v))
+			for i, v := range r {
+				if v != 0 {
+					mix(uint64(i))
+					mix(math.Float64bits(v))
+				}
 			}
+			mix(uint64(len(r)))
 		}
 	}
 	mix(uint64(len(d)))

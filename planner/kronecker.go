@@ -258,27 +258,21 @@ func roundSig(x float64) float64 {
 // worthOptimising reports whether column j's workload can gain from an
 // optimised strategy: the column is long enough (≥ 8 cells) and its
 // effective workload is neither a single vector (measured best by itself)
-// nor only group-by cells, under a WHERE on the column or not (measured
-// best by the identity).
+// nor one cell per row, by grouping or by its factors (measured best by
+// the identity).
 func (s *space) worthOptimising(j int) bool {
 	cs := s.cols[j]
-	if cs.n < 8 {
+	if cs.n < 8 || cs.oneCell {
+		// Every row reads at most one cell of j (every query groups by
+		// it, or a DATE(ts) group over the classes of hours): the
+		// identity is optimal for it (readsOneCell). Optimising would only
+		// cost time (a GROUP BY ts over a month of five years of hours
+		// took seconds expanding it).
 		return false
 	}
-	grouped, allGrouped := false, true
+	grouped := false
 	for q := range s.w.Queries {
 		grouped = grouped || s.grouped[q][j]
-		allGrouped = allGrouped && s.grouped[q][j]
-	}
-	if allGrouped {
-		// Every row reads one cell of j (f_i·e_i, f a WHERE on j): the
-		// effective Gram is diagonal, G = diag(g), and the identity is
-		// optimal for it. For any strategy, (AᵀA)⁻¹ has diagonal at least
-		// 1/(AᵀA)_ii = 1/‖a_i‖₂² ≥ 1/‖a_i‖₁², so with column norms at
-		// most 1 (either noise) the error Σ g_i·(AᵀA)⁻¹_ii ≥ Σ g_i, the
-		// identity's. Optimising would only cost time (a GROUP BY ts over
-		// a month of five years of hours took seconds expanding it).
-		return false
 	}
 	nonOnes := 0
 	for _, v := range cs.vecs {

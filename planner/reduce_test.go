@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -183,5 +184,74 @@ func TestReducedKroneckerPlans(t *testing.T) {
 		if a.Workload != w {
 			t.Fatalf("alternative %s is not over the batch", a.Name)
 		}
+	}
+}
+
+// A column every row reads at most one cell of (a DATE(ts) group over the
+// classes of hours; several terms on the same cell) gets the identity as
+// its only option, and no fixed option of the column beats it in any
+// Kronecker product with the other column's options, under either noise
+// (the argument in readsOneCell); a row reading two cells keeps every
+// option.
+func TestOneCellColumnsGetTheIdentity(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	cols := []*catalog.Column{
+		{Name: "a", Kind: catalog.IntegerRange, Min: 0, Max: 15, Width: 1},
+		{Name: "b", Kind: catalog.IntegerRange, Min: 0, Max: 5, Width: 1},
+	}
+	vec := func(n int) compile.Factor {
+		f := make(compile.Factor, n)
+		for i := range f {
+			f[i] = float64(r.IntN(3))
+		}
+		return f
+	}
+	oneCell := func() compile.Factor {
+		f := make(compile.Factor, 16)
+		f[r.IntN(16)] = 1 + float64(r.IntN(3))
+		return f
+	}
+	var aggs []compile.Linear
+	for k := 0; k < 12; k++ {
+		a := oneCell()
+		agg := compile.Linear{{Coef: 1, Factors: []compile.Factor{a, vec(6)}}}
+		if k%3 == 0 { // a second term on the same cell of a
+			a2 := make(compile.Factor, 16)
+			for i, x := range a {
+				a2[i] = 2 * x
+			}
+			agg = append(agg, compile.Term{Coef: -0.5, Factors: []compile.Factor{a2, vec(6)}})
+		}
+		aggs = append(aggs, agg)
+	}
+	w := &compile.Workload{Table: &catalog.Table{Name: "t"}, Columns: cols, Queries: []*compile.Query{{Aggregates: aggs}}}
+	s := newSpace(w)
+	if !s.cols[0].oneCell || len(s.cols[0].options) != 1 || s.cols[0].options[0].name != "identity" || s.worthOptimising(0) {
+		t.Fatalf("column a: one cell %v, %d options", s.cols[0].oneCell, len(s.cols[0].options))
+	}
+	if s.cols[1].oneCell {
+		t.Fatal("column b reads several cells per row")
+	}
+	for _, o := range columnOptions(16, func() [][]float64 { return s.columnWorkload(0) }) {
+		s.addOption(0, o)
+	}
+	for _, fam := range []catalog.NoiseFamily{catalog.Laplace, catalog.Gaussian} {
+		for b := range s.cols[1].options {
+			sens, unit := s.kronError([]int{0, b}, fam)
+			identity := sens * sens * unit
+			for a := 1; a < len(s.cols[0].options); a++ {
+				sens, unit := s.kronError([]int{a, b}, fam)
+				if other := sens * sens * unit; other < identity*(1-1e-12) {
+					t.Fatalf("%s: %s ⊗ %s errs %v, the identity %v", fam, s.cols[0].options[a].name, s.cols[1].options[b].name, other, identity)
+				}
+			}
+		}
+	}
+	// One row reading two cells of a: every option again.
+	two := make(compile.Factor, 16)
+	two[1], two[5] = 1, 1
+	w.Queries[0].Aggregates = append(w.Queries[0].Aggregates, compile.Linear{{Coef: 1, Factors: []compile.Factor{two, nil}}})
+	if s := newSpace(w); s.cols[0].oneCell || len(s.cols[0].options) < 3 {
+		t.Fatalf("two cells: one cell %v, %d options", s.cols[0].oneCell, len(s.cols[0].options))
 	}
 }

@@ -52,7 +52,10 @@ type columnSpace struct {
 	runGroups []runGroup
 	irregular []int
 	runsDone  bool
-	options   []*colOpt
+	// oneCell: every row reads at most one cell of the column, so the
+	// identity is its only option (readsOneCell).
+	oneCell bool
+	options []*colOpt
 	bil       [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
 	diag      [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
 }
@@ -100,11 +103,48 @@ func newSpace(w *compile.Workload) *space {
 			cs.full = append(cs.full, v)
 			cs.support = append(cs.support, nonZeros(v))
 		}
+		cs.oneCell = s.readsOneCell(j)
+		if cs.oneCell {
+			// The identity is optimal for the column (see readsOneCell):
+			// no other option can win, and each costs O(k²) forms.
+			s.addOption(j, identityOpt(cs.n))
+			continue
+		}
 		for _, o := range columnOptions(cs.n, func() [][]float64 { return s.columnWorkload(j) }) {
 			s.addOption(j, o)
 		}
 	}
 	return s
+}
+
+// readsOneCell reports whether every row of the workload reads at most
+// one cell of column j: every query groups by j, or each of its
+// aggregates' terms have their factors on j non-zero at one common cell
+// at most (a DATE(ts) group over the classes of hours is one class). Then
+// each row is w = e_i ⊗ v, its error under a Kronecker strategy is
+// ((A_jᵀA_j)⁻¹)_ii times v's (a non-negative form), and for any A_j with
+// columns of norm at most 1, ((A_jᵀA_j)⁻¹)_ii ≥ 1/‖a_i‖₂² ≥ 1/‖a_i‖₁² ≥ 1,
+// the identity's: the identity is optimal for the column whatever the
+// other columns' strategies.
+func (s *space) readsOneCell(j int) bool {
+	cs := s.cols[j]
+	for q := range s.w.Queries {
+		if s.grouped[q][j] {
+			continue
+		}
+		for _, terms := range s.idx[q] {
+			cell := -1
+			for _, vi := range terms {
+				for _, i := range cs.support[vi[j]] {
+					if cell >= 0 && i != cell {
+						return false
+					}
+					cell = i
+				}
+			}
+		}
+	}
+	return true
 }
 
 // addOption appends o to column j's options (or finds it) with its error
@@ -270,9 +310,15 @@ func (s *vecSet) index(list [][]float64, v []float64) (int, bool) {
 	if v == nil {
 		h = 0
 	}
-	for _, x := range v {
-		h = (h ^ math.Float64bits(x+0)) * 1099511628211 // x+0: −0 hashes as 0, as it compares
+	// Over the non-zero entries only (−0 among the zeros, as it compares):
+	// the factors of time buckets are mostly zeros.
+	for i, x := range v {
+		if x != 0 {
+			h = (h ^ uint64(i)) * 1099511628211
+			h = (h ^ math.Float64bits(x)) * 1099511628211
+		}
 	}
+	h = (h ^ uint64(len(v))) * 1099511628211
 	for _, i := range s.byHash[h] {
 		u := list[i]
 		if (u == nil) == (v == nil) && (u == nil || slices.Equal(u, v)) {
