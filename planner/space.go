@@ -56,8 +56,8 @@ type columnSpace struct {
 	// identity is its only option (readsOneCell).
 	oneCell bool
 	options []*colOpt
-	bil       [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
-	diag      [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
+	bil     [][][]float64 // [option][u][v] = uᵀ G v, G = (AᵀA)⁻¹
+	diag    [][][]float64 // [option][u][v] = Σ u_i v_i G_ii
 }
 
 func newSpace(w *compile.Workload) *space {
