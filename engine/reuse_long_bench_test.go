@@ -22,7 +22,9 @@ import (
 // the stored answer re-released). combined:
 // @dp_max_stderr = 1.5·0.8^i, tighter each time, so the stored hours and
 // dailies never meet it alone: every batch with reuse on is measured
-// combined with them (365 blocks of 24 hours), and stored.
+// combined with them (365 blocks of 24 hours), and stored. Up to 15
+// iterations: past them the target needs more than the table's largest
+// ε per query (50).
 //
 //	go test ./engine/ -run '^$' -bench ReuseYearDecisionCost -benchtime 5x
 func BenchmarkReuseYearDecisionCost(b *testing.B) {
