@@ -667,6 +667,9 @@ type compiler struct {
 	cells [][]catalog.Cell // per axis
 	vals  [][]val          // per axis, per cell: what the cell stands for
 	work  int              // cell tuples evaluated so far (bounded by maxWork)
+	// indicators is the entries of expression-group indicators compiled
+	// so far (bounded by maxIndicators).
+	indicators int64
 }
 
 func newCompiler(w *Workload, index map[string]int) *compiler {

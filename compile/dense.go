@@ -19,6 +19,14 @@ const maxTabulate = 1 << 20
 // so that no statement keeps the proxy busy for long.
 const maxWork = 1 << 23
 
+// maxIndicators bounds the entries of the expression groups' indicators a
+// batch compiles (each group's is dense over the cells the expression
+// reads): 2²⁷ entries, 1 GiB. DATE(ts) over five years of hourly bins is
+// 1,826 × 43,824 = 80M entries and answers in about a second; over a year
+// of minutes it would be 365 × 525,600 = 192M, and 4,096 groups over 2²⁰
+// cells 32 GiB, which would take the proxy down rather than answer.
+const maxIndicators = 1 << 27
+
 // enumerate calls f on every cell tuple of the batch columns cols
 // (increasing axis indexes), row-major, last column fastest, with the
 // tuple's position i and whether one of its cells is a dropped cell.

@@ -283,6 +283,12 @@ func (qc *queryCompiler) checkCellLimit() error {
 // groupIndicators makes each expression group's indicator over the
 // domain (qc.groups) from the tuples of cols it holds.
 func (qc *queryCompiler) groupIndicators(cols, member []int, ntuples int) error {
+	// Public sizes only: the groups over the declared domain, the cells.
+	qc.indicators += int64(len(qc.groupVals)) * int64(ntuples)
+	if qc.indicators > maxIndicators {
+		return parser.Errorf(parser.CodeDPRefused, "the batch's GROUP BY expressions need %d groups × %d cells of factors over the declared domain, more than %d in all (%d MiB); group by fewer or coarser keys, or declare a coarser width for the columns they read",
+			len(qc.groupVals), ntuples, maxIndicators, maxIndicators*8>>20)
+	}
 	members := make([][]int, len(qc.groupVals))
 	for i, m := range member {
 		if m >= 0 {

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -346,5 +347,47 @@ tables:
 	_, err = compileSQL(bucket + "GROUP BY 1")
 	if err == nil || !strings.Contains(err.Error(), "more than 4096 groups") {
 		t.Fatalf("unfiltered: %v, want the group limit", err)
+	}
+}
+
+// The indicators of a batch's expression groups are bounded in all, from
+// public sizes: DATE(ts) over a year of hourly bins compiles, over a year
+// of minutes (365 × 525,600 entries) it is refused with the sizes and
+// what to do, before any indicator is built. (engine's
+// BenchmarkLongTimePanels compiles DATE(ts) over five years of hours,
+// 1,826 × 43,824, within the limit.)
+func TestIndicatorLimit(t *testing.T) {
+	compileAt := func(width, from string, sqls ...string) (*Workload, error) {
+		y := fmt.Sprintf(`database: d
+sources:
+  s: {driver: sqlite, path: x.sqlite}
+tables:
+  t:
+    budget: {total: 1, per_user: 1, default_per_query: 0.1}
+    columns:
+      ts: {type: datetime, min: '%s 00:00:00', max: '2025-12-31 23:59:59', width: %s}
+`, from, width)
+		cat, err := catalog.Parse("t.yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sts []*parser.Statement
+		for _, sql := range sqls {
+			st, err := parser.ParseAt(sql, func(_, table string) bool { return table == "t" }, nil, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sts = append(sts, &st[0])
+		}
+		return Compile(cat.Tables[0], sts)
+	}
+	const days = "SELECT DATE(ts) AS d, COUNT(*) FROM t GROUP BY 1"
+	if _, err := compileAt("1h", "2025-01-01", days); err != nil {
+		t.Fatalf("a year of hours: %v", err)
+	}
+	_, err := compileAt("1m", "2025-01-01", days)
+	var pe *parser.Error
+	if !errors.As(err, &pe) || pe.Code != parser.CodeDPRefused || !strings.Contains(err.Error(), "365 groups × 525600 cells") || !strings.Contains(err.Error(), "coarser width") {
+		t.Fatalf("a year of minutes: %v, want the indicator limit", err)
 	}
 }

@@ -3,12 +3,16 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/parser"
 )
 
 // nestedWindows is a batch of ten nested windows of ts, each counted per
@@ -174,4 +178,28 @@ func visitsOfAYear(t *testing.T) (string, *sql.DB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	return dir, db
+}
+
+// A GROUP BY expression whose groups over the declared domain would need
+// more factor entries than a batch may compile (DATE(ts) over a year of
+// minutes: 365 × 525,600) is refused with error 3900 and what to do,
+// before any histogram or charge; the proxy goes on answering.
+func TestIndicatorLimitThroughTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	writeVisits(t, filepath.Join(dir, "visits.sqlite"), 1_000)
+	eng, done := newTimeEngineCatalog(t, dir, strings.Replace(longTimeCatalog, "min: '2021-01-01 00:00:00', max: '2025-12-31 23:59:59', width: 1h", "min: '2025-01-01 00:00:00', max: '2025-12-31 23:59:59', width: 1m", 1))
+	defer done()
+	ctx := context.Background()
+	_, err := eng.Answer(ctx, session("analyst", nil), []string{"SELECT DATE(ts) AS d, COUNT(*) FROM visits GROUP BY 1 ORDER BY 1"})
+	var pe *parser.Error
+	if !errors.As(err, &pe) || pe.Code != parser.CodeDPRefused || !strings.Contains(err.Error(), "coarser width") {
+		t.Fatalf("err %v, want 3900 and the indicator limit", err)
+	}
+	es, err := eng.ledger.Entries(ctx, budget.Filter{})
+	if err != nil || len(es) != 0 {
+		t.Fatalf("ledger after a refusal: %d entries, %v", len(es), err)
+	}
+	if _, err := eng.Answer(ctx, session("analyst", nil), []string{"SELECT MONTH(ts) AS m, COUNT(*) FROM visits GROUP BY 1"}); err != nil {
+		t.Fatalf("months after the refusal: %v", err)
+	}
 }
