@@ -47,30 +47,24 @@ func canonical(f Factor) Factor {
 // equal to one of its operands (a WHERE window's indicator times a group's
 // inside it) is that operand, shared, not a copy: over five years of
 // hourly bins each DATE(ts) group's factor is 43,824 values, and factors
-// are never modified once built.
-func mulFactor(a, b Factor) Factor {
-	f, _ := mulFactorZero(a, b)
-	return f
-}
-
-// mulFactorZero is mulFactor and whether the product is all zeros, found
-// in the same passes (an indicator's first non-zero is anywhere in its
-// 43,824 cells, and Mul asks of every product).
-func mulFactorZero(a, b Factor) (Factor, bool) {
+// are never modified once built. zero reports whether the product is all
+// zeros, found in the same passes (an indicator's first non-zero is
+// anywhere in its cells, and Mul asks it of every product).
+func mulFactor(a, b Factor) (f Factor, zero bool) {
 	if a == nil {
 		return b, isZero(b)
 	}
 	if b == nil {
 		return a, isZero(a)
 	}
-	if ok, zero := productIs(a, b, b); ok {
-		return b, zero
+	if ok, z := productIs(a, b, b); ok {
+		return b, z
 	}
-	if ok, zero := productIs(b, a, a); ok {
-		return a, zero
+	if ok, z := productIs(b, a, a); ok {
+		return a, z
 	}
 	out := make(Factor, len(a))
-	zero := true
+	zero = true
 	for i := range a {
 		out[i] = a[i] * b[i]
 		zero = zero && out[i] == 0
@@ -119,7 +113,7 @@ func Mul(a, b Linear) Linear {
 			t := Term{Coef: ta.Coef * tb.Coef, Factors: make([]Factor, len(ta.Factors))}
 			zero := false
 			for j := range ta.Factors {
-				f, z := mulFactorZero(ta.Factors[j], tb.Factors[j])
+				f, z := mulFactor(ta.Factors[j], tb.Factors[j])
 				t.Factors[j] = canonical(f)
 				if z {
 					zero = true

@@ -22,13 +22,17 @@ func TestMulFactorSharesAnEqualOperand(t *testing.T) {
 		{"group across the window's edge", window, Factor{0, 0, 0, 1, 1}, Factor{0, 0, 0, 1, 0}, nil},
 		{"weights", Factor{2, 2, 2, 2, 2}, window, Factor{0, 2, 2, 2, 0}, nil},
 		{"negative zero is not zero", Factor{-1, 1, 1, 1, 1}, Factor{0, 1, 1, 1, 1}, Factor{math.Copysign(0, -1), 1, 1, 1, 1}, nil},
+		{"disjoint", Factor{1, 1, 0, 0, 0}, Factor{0, 0, 0, 1, 1}, Factor{0, 0, 0, 0, 0}, nil},
 	}
 	cases[0].share = cases[0].b
 	cases[1].share = cases[1].b
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a0, b0 := slices.Clone(tc.a), slices.Clone(tc.b)
-			got := mulFactor(tc.a, tc.b)
+			got, zero := mulFactor(tc.a, tc.b)
+			if zero != !slices.ContainsFunc(tc.want, func(x float64) bool { return x != 0 }) {
+				t.Fatalf("zero %v for the product %v", zero, got)
+			}
 			for i := range got {
 				if math.Float64bits(got[i]) != math.Float64bits(tc.want[i]) {
 					t.Fatalf("product %v, want %v", got, tc.want)
