@@ -103,16 +103,6 @@ func newColumnStrategy(name string, a *mat.Dense) (*ColumnStrategy, error) {
 	return cs, nil
 }
 
-// Cells is the number of cells the strategy measures: A's columns, or
-// the column's cells in class form.
-func (cs *ColumnStrategy) Cells() int {
-	if cs.Classes != nil {
-		return len(cs.Classes)
-	}
-	_, n := cs.A.Dims()
-	return n
-}
-
 // ClassSizes is the number of cells in each class of a strategy in class
 // form.
 func (cs *ColumnStrategy) ClassSizes() []float64 {
