@@ -1,7 +1,7 @@
 package exec
 
 import (
-	"fmt"
+	"errors"
 	"math"
 
 	"github.com/dpproxy/dpproxy/planner"
@@ -80,7 +80,7 @@ func inClassForm(factors []*planner.ColumnStrategy) bool {
 }
 
 // errPoolInexact is a histogram too large for poolClasses's float64 sums.
-var errPoolInexact = fmt.Errorf("exec: histogram total of at least 2⁵³ cannot be summed per class exactly")
+var errPoolInexact = errors.New("exec: histogram total of at least 2⁵³ cannot be summed per class exactly")
 
 // poolExact reports whether poolClasses is exact for a histogram whose
 // entries' absolute values sum to total.
